@@ -1,0 +1,361 @@
+//! One task per live run: it owns the run's state, applies events, commits, and carries out
+//! commands.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::{RunRecord, Runtime, RuntimeError, StoredEvent, now_ms, summary};
+use crate::engine::invocation::{InvocationResult, StepFailure};
+use crate::engine::{
+    self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, StepsView, Tracking,
+};
+use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
+use crate::store::Commit;
+
+/// What reaches a run's actor.
+pub enum Msg {
+    /// An orchestration event.
+    Event(Event),
+    /// Something a running invocation wrote or logged.
+    Guest(u64, GuestEvent),
+    /// Read the record.
+    Show(oneshot::Sender<RunRecord>),
+    /// Resume.
+    Resume(ResumeRequest, oneshot::Sender<Result<(), RuntimeError>>),
+    /// Cancel.
+    Cancel(oneshot::Sender<Result<(), RuntimeError>>),
+}
+
+/// Where an invocation's guest events belong.
+struct InFlight {
+    abort: AbortHandle,
+    path: String,
+    foreach_index: Option<u32>,
+    iteration: Option<u32>,
+}
+
+pub struct Actor {
+    rt: Runtime,
+    state: RunState,
+    graph: Arc<Graph>,
+    tx: mpsc::UnboundedSender<Msg>,
+    events: broadcast::Sender<Arc<StoredEvent>>,
+    next_seq: u64,
+    in_flight: HashMap<u64, InFlight>,
+    sandboxes: HashMap<String, Arc<Sandbox>>,
+}
+
+impl Actor {
+    pub fn new(
+        rt: Runtime,
+        state: RunState,
+        graph: Arc<Graph>,
+        tx: mpsc::UnboundedSender<Msg>,
+        events: broadcast::Sender<Arc<StoredEvent>>,
+        next_seq: u64,
+    ) -> Self {
+        Actor {
+            rt,
+            state,
+            graph,
+            tx,
+            events,
+            next_seq,
+            in_flight: HashMap::new(),
+            sandboxes: HashMap::new(),
+        }
+    }
+
+    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+        let mut next = rx.recv().await;
+        while let Some(msg) = next.take() {
+            if let Msg::Guest(token, ev) = msg {
+                let mut batch = vec![(token, ev)];
+                loop {
+                    match rx.try_recv() {
+                        Ok(Msg::Guest(t, e)) => batch.push((t, e)),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                self.guest_events(batch);
+            } else {
+                self.handle(msg).await;
+            }
+            if self.state.status.is_ended() && self.in_flight.is_empty() {
+                self.rt.retire(&self.state.run_id);
+                // Answer what is already queued, then stop.
+                while let Ok(msg) = rx.try_recv() {
+                    if !matches!(msg, Msg::Guest(..)) {
+                        self.handle(msg).await;
+                    }
+                }
+                return;
+            }
+            if next.is_none() {
+                next = rx.recv().await;
+            }
+        }
+    }
+
+    async fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Event(event) => {
+                if let Err(e) = self.apply(event).await {
+                    tracing::warn!(run = %self.state.run_id, "event not applied: {e}");
+                }
+            }
+            Msg::Guest(token, ev) => self.guest_events(vec![(token, ev)]),
+            Msg::Show(reply) => {
+                let _ = reply.send(RunRecord::new(&self.state, &self.graph));
+            }
+            Msg::Resume(request, reply) => {
+                let r = self.apply(Event::Resume { request, at: now_ms() }).await;
+                let _ = reply.send(r);
+            }
+            Msg::Cancel(reply) => {
+                let r = self.apply(Event::Cancel { at: now_ms() }).await;
+                let _ = reply.send(r);
+            }
+        }
+    }
+
+    fn stamp(&mut self, t: Tracking, at: &str) -> StoredEvent {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        StoredEvent {
+            seq,
+            run_id: self.state.run_id.clone(),
+            at: at.to_owned(),
+            kind: t.kind,
+            path: t.path,
+            foreach_index: t.foreach_index,
+            iteration: t.iteration,
+            data: t.data,
+        }
+    }
+
+    /// Stores and publishes what invocations wrote, in the order they wrote it (S91, S111).
+    fn guest_events(&mut self, batch: Vec<(u64, GuestEvent)>) {
+        let at = engine::rfc3339(now_ms());
+        let mut stored = Vec::with_capacity(batch.len());
+        for (token, ev) in batch {
+            let Some(f) = self.in_flight.get(&token) else {
+                continue;
+            };
+            let (kind, data) = match ev {
+                GuestEvent::Output(v) => (EventKind::StepOutput, v),
+                GuestEvent::Custom { kind, data } => {
+                    (EventKind::StepCustom, json!({"kind": kind, "data": data}))
+                }
+                GuestEvent::Log { level, message } => {
+                    (EventKind::Log, json!({"level": level, "message": message}))
+                }
+            };
+            let t = Tracking {
+                kind,
+                path: Some(f.path.clone()),
+                foreach_index: f.foreach_index,
+                iteration: f.iteration,
+                data,
+            };
+            stored.push(self.stamp(t, &at));
+        }
+        if let Err(e) = self.persist(None, &stored, false) {
+            tracing::error!(run = %self.state.run_id, "cannot store events: {e}");
+        }
+        for ev in stored {
+            let _ = self.events.send(Arc::new(ev));
+        }
+    }
+
+    fn persist(
+        &mut self,
+        event: Option<&Event>,
+        stored: &[StoredEvent],
+        snapshot: bool,
+    ) -> Result<(), RuntimeError> {
+        let run = |e: serde_json::Error| RuntimeError::Corrupt {
+            run: self.state.run_id.clone(),
+            message: e.to_string(),
+        };
+        let events: Vec<(u64, Vec<u8>)> = stored
+            .iter()
+            .map(|e| serde_json::to_vec(e).map(|b| (e.seq, b)))
+            .collect::<Result<_, _>>()
+            .map_err(run)?;
+        let event_bytes = event.map(serde_json::to_vec).transpose().map_err(run)?;
+        let snap = if snapshot {
+            Some(serde_json::to_vec(&self.state).map_err(run)?)
+        } else {
+            None
+        };
+        let sum = snapshot.then(|| summary(&self.state));
+        self.rt.inner.store.commit(Commit {
+            run_id: &self.state.run_id,
+            event: event_bytes.as_deref(),
+            events: &events,
+            snapshot: snap.as_deref(),
+            summary: sum.as_ref(),
+        })?;
+        Ok(())
+    }
+
+    /// One transition: advance, store (S100), publish, then carry out the commands.
+    async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
+        let before = self.state.status;
+        let cmds = engine::advance(&mut self.state, &self.graph, event.clone())?;
+        if cmds.is_empty() && before == self.state.status {
+            return Ok(());
+        }
+        if let Event::StepEnded { token, .. } = &event {
+            self.in_flight.remove(token);
+        }
+        let at = engine::rfc3339(event.at());
+        let mut stored = Vec::new();
+        let mut effects = Vec::new();
+        for cmd in cmds {
+            match cmd {
+                Command::Emit(t) => {
+                    let ev = self.stamp(t, &at);
+                    stored.push(ev);
+                }
+                other => effects.push(other),
+            }
+        }
+        self.persist(Some(&event), &stored, true)?;
+        if self.rt.inner.config.sync_writes {
+            self.rt.inner.syncer.sync().await?;
+        }
+        for ev in stored {
+            let _ = self.events.send(Arc::new(ev));
+        }
+        for cmd in effects {
+            self.carry_out(cmd).await;
+        }
+        Ok(())
+    }
+
+    async fn carry_out(&mut self, cmd: Command) {
+        match cmd {
+            Command::Invoke(invoke) => self.invoke(*invoke).await,
+            Command::Timer { token, at } => {
+                let tx = self.tx.clone();
+                let delay = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                tokio::spawn(async move {
+                    if delay > 0 {
+                        tokio::time::sleep(Duration::from_millis(delay)).await;
+                    }
+                    let _ = tx.send(Msg::Event(Event::TimerFired { token, at: now_ms() }));
+                });
+            }
+            Command::Abort { tokens } => {
+                for t in tokens {
+                    if let Some(f) = self.in_flight.get(&t) {
+                        f.abort.cancel();
+                    }
+                }
+            }
+            Command::Emit(_) => {}
+        }
+    }
+
+    fn sandbox(&mut self, key: &str) -> Result<Arc<Sandbox>, String> {
+        if let Some(s) = self.sandboxes.get(key) {
+            return Ok(s.clone());
+        }
+        let plugin = self
+            .graph
+            .plugins
+            .get(key)
+            .ok_or_else(|| format!("plugin {key} is not in the workflow"))?;
+        let sandbox: Sandbox =
+            serde_json::from_value(plugin.sandbox.clone()).map_err(|e| e.to_string())?;
+        let sandbox = Arc::new(sandbox);
+        self.sandboxes.insert(key.to_owned(), sandbox.clone());
+        Ok(sandbox)
+    }
+
+    async fn invoke(&mut self, cmd: Invoke) {
+        let token = cmd.token;
+        let abort = AbortHandle::new();
+        if self.state.cancelling {
+            abort.cancel();
+        }
+        self.in_flight.insert(
+            token,
+            InFlight {
+                abort: abort.clone(),
+                path: cmd.call.step_path.clone(),
+                foreach_index: cmd.call.foreach_index,
+                iteration: cmd.call.iteration,
+            },
+        );
+        let tx = self.tx.clone();
+        let digest: Option<String> = self.graph.plugins.get(&cmd.plugin).map(|p| p.digest.clone());
+        let sandbox = self.sandbox(&cmd.plugin);
+        let rt = self.rt.clone();
+        tokio::spawn(async move {
+            let result = match (digest, sandbox) {
+                (Some(digest), Ok(sandbox)) => match rt.plugin(&digest).await {
+                    Ok(plugin) => {
+                        let deadline = cmd
+                            .timeout_ms
+                            .or(sandbox.limits.timeout_ms)
+                            .map(Duration::from_millis);
+                        let io = Invocation::new(
+                            Arc::new(Sink { tx: tx.clone(), token }),
+                            Arc::new(View(cmd.view)),
+                        )
+                        .with_abort(abort)
+                        .with_deadline(deadline);
+                        plugin.execute(&cmd.step, &cmd.call, &sandbox, io).await
+                    }
+                    Err(e) => unavailable(e.to_string()),
+                },
+                (None, _) => unavailable(format!("plugin {} is not in the workflow", cmd.plugin)),
+                (_, Err(e)) => unavailable(e),
+            };
+            let _ = tx.send(Msg::Event(Event::StepEnded { token, result, at: now_ms() }));
+        });
+    }
+}
+
+fn unavailable(message: String) -> InvocationResult {
+    InvocationResult {
+        outcome: Err(StepFailure::new("plugin-unavailable", message).not_retryable()),
+        patches: Vec::new(),
+    }
+}
+
+/// Sends an invocation's guest events to its run's actor, in call order.
+struct Sink {
+    tx: mpsc::UnboundedSender<Msg>,
+    token: u64,
+}
+
+impl EventSink for Sink {
+    fn emit(&self, event: GuestEvent) {
+        let _ = self.tx.send(Msg::Guest(self.token, event));
+    }
+}
+
+/// What an invocation may read of its run (S8).
+struct View(StepsView);
+
+impl RunAccess for View {
+    fn init_data(&self) -> Value {
+        self.0.init.clone()
+    }
+
+    fn step_result(&self, step: &str) -> Option<Value> {
+        self.0.steps.get(step).cloned()
+    }
+}

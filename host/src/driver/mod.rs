@@ -1,0 +1,398 @@
+//! The local driver: runs the pure core on tokio, carries out its commands, and keeps every
+//! transition durable in the store before its effects happen (S100).
+//!
+//! Each live run has one actor task that owns its [`RunState`]. Invocations, timers and guest
+//! events reach the actor as messages; the actor feeds them to [`advance`], commits the
+//! transition and then carries out the commands.
+
+mod actor;
+mod record;
+mod sync;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::engine::{self, Event, Graph, Refusal, ResumeRequest, RunState, RunStatus};
+use crate::plugin::{HostConfig, Plugin, PluginHost};
+use crate::store::{NewRun, RunSummary, SledStore, Store, StoreError};
+use crate::workflow::LoadedWorkflow;
+
+pub use record::{RunRecord, StoredEvent};
+
+use actor::{Actor, Msg};
+use sync::Syncer;
+
+/// How the runtime is set up. Every limit is configurable.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// The plugin host's settings.
+    pub host: HostConfig,
+    /// Fsync every transition before its effects (default true). Off, a crash of the machine
+    /// (not just the process) may lose the last transitions.
+    pub sync_writes: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            host: HostConfig::default(),
+            sync_writes: true,
+        }
+    }
+}
+
+/// Why the runtime refused or failed a request.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// No run has this id.
+    #[error("no run with id {0}")]
+    UnknownRun(String),
+    /// The core refused (S62, S69, S75).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The run input breaks the input schema (S58).
+    #[error("invalid run input:\n{}", .0.iter().map(|v| format!("{}: {}", if v.path.is_empty() { "/" } else { &v.path }, v.message)).collect::<Vec<_>>().join("\n"))]
+    InvalidInput(Vec<engine::schema::Violation>),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A plugin could not be loaded.
+    #[error(transparent)]
+    Plugin(#[from] crate::plugin::PluginError),
+    /// A stored value could not be read.
+    #[error("stored run {run} is unreadable: {message}")]
+    Corrupt {
+        /// The run.
+        run: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A weft runtime over one home directory: the library's entry point.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    host: PluginHost,
+    syncer: Syncer,
+    config: RuntimeConfig,
+    live: Mutex<HashMap<String, LiveRun>>,
+    plugins: Mutex<HashMap<String, Arc<Plugin>>>,
+    home: PathBuf,
+}
+
+/// A run that has an actor in this process.
+#[derive(Clone)]
+struct LiveRun {
+    tx: mpsc::UnboundedSender<Msg>,
+    events: broadcast::Sender<Arc<StoredEvent>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Runtime {
+    /// Opens the home directory `home` (created when missing): its database and plugin cache.
+    pub fn open(home: &Path, mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        std::fs::create_dir_all(home)
+            .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", home.display())))?;
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(&home.join("db"))?);
+        if config.host.cache_dir.is_none() {
+            config.host.cache_dir = Some(home.join("cache"));
+        }
+        let host = PluginHost::new(config.host.clone())?;
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                syncer: Syncer::new(store.clone()),
+                store,
+                host,
+                config,
+                live: Mutex::new(HashMap::new()),
+                plugins: Mutex::new(HashMap::new()),
+                home: home.to_path_buf(),
+            }),
+        })
+    }
+
+    /// The home directory.
+    pub fn home(&self) -> &Path {
+        &self.inner.home
+    }
+
+    /// The plugin host, for loading workflows.
+    pub fn host(&self) -> &PluginHost {
+        &self.inner.host
+    }
+
+    /// Starts a run of `workflow` with `input` (defaults filled, checked: S57, S58) and returns
+    /// its id. The run goes on in the background; [`Runtime::wait`] waits for it.
+    pub async fn start(
+        &self,
+        workflow: &LoadedWorkflow,
+        mut input: Value,
+        run_id: Option<String>,
+    ) -> Result<String, RuntimeError> {
+        engine::check_run_input(&workflow.graph, &mut input).map_err(RuntimeError::InvalidInput)?;
+        let run_id = run_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
+        let graph = Arc::new(workflow.graph.clone());
+        {
+            let mut plugins = lock(&self.inner.plugins);
+            for (digest, p) in &workflow.plugins {
+                plugins.insert(digest.clone(), p.plugin.clone());
+            }
+        }
+        let now = now_ms();
+        let state = engine::new_run(&graph, run_id.clone(), input, now);
+        let definition = serde_json::to_vec(&*graph).map_err(|e| corrupt(&run_id, e))?;
+        let snapshot = serde_json::to_vec(&state).map_err(|e| corrupt(&run_id, e))?;
+        let plugin_bytes: Vec<(&str, &[u8])> = workflow
+            .plugins
+            .iter()
+            .map(|(d, p)| (d.as_str(), p.bytes.as_slice()))
+            .collect();
+        self.inner.store.create_run(NewRun {
+            summary: &summary(&state),
+            definition: &definition,
+            plugins: &plugin_bytes,
+            snapshot: &snapshot,
+        })?;
+        let live = self.spawn(state, graph, 1)?;
+        let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
+        Ok(run_id)
+    }
+
+    /// Waits until the run has ended or suspended, and returns its record.
+    pub async fn wait(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
+        let mut rx = match self.live(run_id) {
+            Some(live) => Some(live.events.subscribe()),
+            None => None,
+        };
+        loop {
+            let record = self.show(run_id).await?;
+            if !matches!(record.status, RunStatus::Running | RunStatus::Pending) {
+                return Ok(record);
+            }
+            let Some(events) = rx.as_mut() else {
+                return Ok(record);
+            };
+            loop {
+                match events.recv().await {
+                    Ok(ev) if ev.is_stop() => break,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        rx = None;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The run's record (WORKFLOW-FORMAT.md §3).
+    pub async fn show(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
+        if let Some(live) = self.live(run_id) {
+            let (tx, rx) = oneshot::channel();
+            if live.tx.send(Msg::Show(tx)).is_ok()
+                && let Ok(record) = rx.await
+            {
+                return Ok(record);
+            }
+        }
+        let (state, graph) = self.load(run_id)?;
+        Ok(RunRecord::new(&state, &graph))
+    }
+
+    /// Every run's summary, newest first, optionally filtered.
+    pub fn runs(
+        &self,
+        workflow: Option<&str>,
+        status: Option<RunStatus>,
+    ) -> Result<Vec<RunSummary>, RuntimeError> {
+        Ok(self
+            .inner
+            .store
+            .runs()?
+            .into_iter()
+            .filter(|r| workflow.is_none_or(|w| r.workflow_id == w))
+            .filter(|r| status.is_none_or(|s| r.status == s))
+            .collect())
+    }
+
+    /// Resumes suspended steps (S67–S70); with no selector and no data, also recovers a run that
+    /// no process drives (S101).
+    pub async fn resume(&self, run_id: &str, request: ResumeRequest) -> Result<(), RuntimeError> {
+        let live = self.ensure_live(run_id)?;
+        let (tx, rx) = oneshot::channel();
+        let _ = live.tx.send(Msg::Resume(request, tx));
+        rx.await.unwrap_or(Ok(()))
+    }
+
+    /// Cancels a pending, running or suspended run (S75–S78).
+    pub async fn cancel(&self, run_id: &str) -> Result<(), RuntimeError> {
+        let live = self.ensure_live(run_id)?;
+        let (tx, rx) = oneshot::channel();
+        let _ = live.tx.send(Msg::Cancel(tx));
+        rx.await.unwrap_or(Ok(()))
+    }
+
+    /// The run's events from `from_seq` on: the stored ones, then live ones while the run has an
+    /// actor here, without gap or duplicate (S87). The receiver ends when the run closes or no
+    /// process drives it any more.
+    pub fn watch(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> Result<mpsc::UnboundedReceiver<Arc<StoredEvent>>, RuntimeError> {
+        if self.inner.store.summary(run_id)?.is_none() {
+            return Err(RuntimeError::UnknownRun(run_id.into()));
+        }
+        let live_rx = self.live(run_id).map(|l| l.events.subscribe());
+        let stored = self.inner.store.events(run_id, from_seq.max(1))?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut next = from_seq.max(1);
+        for (seq, bytes) in stored {
+            let event: StoredEvent =
+                serde_json::from_slice(&bytes).map_err(|e| corrupt(run_id, e))?;
+            next = seq + 1;
+            let _ = tx.send(Arc::new(event));
+        }
+        if let Some(mut live_rx) = live_rx {
+            tokio::spawn(async move {
+                loop {
+                    match live_rx.recv().await {
+                        Ok(ev) => {
+                            if ev.seq < next {
+                                continue;
+                            }
+                            next = ev.seq + 1;
+                            if tx.send(ev).is_err() {
+                                return;
+                            }
+                        }
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            });
+        }
+        Ok(rx)
+    }
+
+    /// Recovers every `pending` or `running` run that no live process drives (S101, S114).
+    pub fn recover_all(&self) -> Result<Vec<String>, RuntimeError> {
+        let mut recovered = Vec::new();
+        for run in self.inner.store.runs()? {
+            if matches!(run.status, RunStatus::Running | RunStatus::Pending)
+                && self.live(&run.run_id).is_none()
+            {
+                let live = self.ensure_live(&run.run_id)?;
+                let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
+                recovered.push(run.run_id);
+            }
+        }
+        Ok(recovered)
+    }
+
+    fn live(&self, run_id: &str) -> Option<LiveRun> {
+        lock(&self.inner.live).get(run_id).cloned()
+    }
+
+    fn load(&self, run_id: &str) -> Result<(RunState, Graph), RuntimeError> {
+        let store = &self.inner.store;
+        let snapshot = store
+            .snapshot(run_id)?
+            .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
+        let definition = store
+            .definition(run_id)?
+            .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
+        let state: RunState = serde_json::from_slice(&snapshot).map_err(|e| corrupt(run_id, e))?;
+        let graph: Graph = serde_json::from_slice(&definition).map_err(|e| corrupt(run_id, e))?;
+        Ok((state, graph))
+    }
+
+    /// The run's actor, started from the store when this process has none.
+    fn ensure_live(&self, run_id: &str) -> Result<LiveRun, RuntimeError> {
+        if let Some(live) = self.live(run_id) {
+            return Ok(live);
+        }
+        let (state, graph) = self.load(run_id)?;
+        let next_seq = self.inner.store.events(run_id, 1)?.last().map_or(1, |(s, _)| s + 1);
+        let live = self.spawn(state, Arc::new(graph), next_seq)?;
+        if self.live_status_needs_recovery(run_id) {
+            let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
+        }
+        Ok(live)
+    }
+
+    fn live_status_needs_recovery(&self, run_id: &str) -> bool {
+        matches!(
+            self.inner.store.summary(run_id),
+            Ok(Some(RunSummary { status: RunStatus::Running | RunStatus::Pending, .. }))
+        )
+    }
+
+    fn spawn(&self, state: RunState, graph: Arc<Graph>, next_seq: u64) -> Result<LiveRun, RuntimeError> {
+        let mut live = lock(&self.inner.live);
+        if let Some(existing) = live.get(&state.run_id) {
+            return Ok(existing.clone());
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (events, _) = broadcast::channel(4096);
+        let handle = LiveRun {
+            tx: tx.clone(),
+            events: events.clone(),
+        };
+        live.insert(state.run_id.clone(), handle.clone());
+        let actor = Actor::new(self.clone(), state, graph, tx, events, next_seq);
+        tokio::spawn(actor.run(rx));
+        Ok(handle)
+    }
+
+    fn retire(&self, run_id: &str) {
+        lock(&self.inner.live).remove(run_id);
+    }
+
+    async fn plugin(&self, digest: &str) -> Result<Arc<Plugin>, RuntimeError> {
+        if let Some(p) = lock(&self.inner.plugins).get(digest).cloned() {
+            return Ok(p);
+        }
+        let bytes = self.inner.store.plugin(digest)?.ok_or_else(|| RuntimeError::Corrupt {
+            run: String::new(),
+            message: format!("plugin {digest} is not stored"),
+        })?;
+        let plugin = self.inner.host.load(&bytes, Some(digest)).await?;
+        lock(&self.inner.plugins).insert(digest.to_owned(), plugin.clone());
+        Ok(plugin)
+    }
+}
+
+fn corrupt(run: &str, e: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Corrupt {
+        run: run.into(),
+        message: e.to_string(),
+    }
+}
+
+fn summary(state: &RunState) -> RunSummary {
+    RunSummary {
+        run_id: state.run_id.clone(),
+        workflow_id: state.workflow_id.clone(),
+        status: state.status,
+        created_at: state.created_at,
+        updated_at: state.updated_at,
+    }
+}
+
+/// Now, in milliseconds since the Unix epoch: the only clock the driver reads.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}

@@ -1,0 +1,111 @@
+//! What readers see: the run record (WORKFLOW-FORMAT.md §3) and stored events (§4).
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::engine::{
+    self, ErrorInfo, EventKind, Graph, RestartedFrom, RunState, RunStatus, StepRecord,
+    SuspendedEntry, TripwireInfo,
+};
+
+/// A run as `weft show --json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id.
+    pub run_id: String,
+    /// The top-level workflow id.
+    pub workflow_id: String,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// The input, defaults filled.
+    pub input: Value,
+    /// Present only on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// Present only on failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    /// Present only on tripwire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripwire: Option<TripwireInfo>,
+    /// The current (or final) state.
+    pub state: Value,
+    /// Present only while suspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<Vec<SuspendedEntry>>,
+    /// One record per entry that started, by path.
+    pub steps: IndexMap<String, StepRecord>,
+    /// Set for a re-run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_from: Option<RestartedFrom>,
+    /// When the run was created (RFC 3339).
+    pub created_at: String,
+    /// When it last changed (RFC 3339).
+    pub updated_at: String,
+}
+
+impl RunRecord {
+    /// The record of `state`.
+    pub fn new(state: &RunState, graph: &Graph) -> Self {
+        RunRecord {
+            run_id: state.run_id.clone(),
+            workflow_id: state.workflow_id.clone(),
+            status: state.status,
+            input: state.input.clone(),
+            result: (state.status == RunStatus::Success)
+                .then(|| state.result.clone())
+                .flatten(),
+            error: (state.status == RunStatus::Failed)
+                .then(|| state.error.clone())
+                .flatten(),
+            tripwire: (state.status == RunStatus::Tripwire)
+                .then(|| state.tripwire.clone())
+                .flatten(),
+            state: state
+                .files
+                .get("")
+                .map(|f| f.state.clone())
+                .unwrap_or_default(),
+            suspended: (state.status == RunStatus::Suspended)
+                .then(|| engine::suspended(state, graph)),
+            steps: state.records.clone(),
+            restarted_from: state.restarted_from.clone(),
+            created_at: engine::rfc3339(state.created_at),
+            updated_at: engine::rfc3339(state.updated_at),
+        }
+    }
+}
+
+/// One stored tracking event (WORKFLOW-FORMAT.md §4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    /// Strictly increasing per run, from 1.
+    pub seq: u64,
+    /// The run.
+    pub run_id: String,
+    /// When it was stored (RFC 3339).
+    pub at: String,
+    /// The event's type.
+    #[serde(rename = "type")]
+    pub kind: EventKind,
+    /// The entry it concerns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The foreach item it comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreach_index: Option<u32>,
+    /// The loop iteration it comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u32>,
+    /// Its data.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub data: Value,
+}
+
+impl StoredEvent {
+    /// Whether a plain `watch` or a waiting `run` stops after this event (S106).
+    pub fn is_stop(&self) -> bool {
+        self.kind.is_closing() || self.kind == EventKind::RunSuspended
+    }
+}

@@ -1,0 +1,15 @@
+//! The pure core: the workflow model, run state, events, commands and `advance`.
+//!
+//! Nothing in here performs I/O, reads a clock or draws random numbers: time arrives inside
+//! events, and everything the outside world must do leaves as commands.
+
+pub mod expr;
+pub mod invocation;
+pub mod model;
+pub mod schema;
+pub mod advance;
+pub mod run;
+
+pub use advance::{advance, check_run_input, new_run, replay, rfc3339, suspended};
+pub use run::*;
+pub use model::{Graph, GRAPH_FORMAT};

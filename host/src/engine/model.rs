@@ -1,0 +1,260 @@
+//! The validated workflow graph the core runs: files, entries and their settings.
+//!
+//! A [`Graph`] is built from workflow files (or the Rust builder) once, stored with each run
+//! (S10) and never changed afterwards. Nested `workflow:` files are expanded in place, so every
+//! entry has one full path.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::expr::Expr;
+use super::schema::Schema;
+
+/// The format version of [`Graph`]; bumped when its serialized shape changes.
+pub const GRAPH_FORMAT: u32 = 1;
+
+/// Index of an entry in [`Graph::entries`].
+pub type EntryId = u32;
+
+/// Index of a file instance in [`Graph::files`]; 0 is the top-level file.
+pub type FileId = u32;
+
+/// A whole workflow, ready to run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Graph {
+    /// The format version this graph was written with.
+    pub format: u32,
+    /// Every file instance: the top-level file first, then one per `workflow:` entry.
+    pub files: Vec<FileDef>,
+    /// Every entry of every file instance.
+    pub entries: Vec<EntryDef>,
+    /// The plugins the steps use, by key (see [`StepDef::plugin`]).
+    pub plugins: IndexMap<String, PluginRef>,
+}
+
+impl Graph {
+    /// The top-level file.
+    pub fn root(&self) -> &FileDef {
+        &self.files[0]
+    }
+
+    /// The workflow id of the top-level file.
+    pub fn workflow_id(&self) -> &str {
+        &self.root().id
+    }
+
+    /// The entry with this id.
+    pub fn entry(&self, id: EntryId) -> &EntryDef {
+        &self.entries[id as usize]
+    }
+
+    /// The file instance with this id.
+    pub fn file(&self, id: FileId) -> &FileDef {
+        &self.files[id as usize]
+    }
+
+    /// The entry whose full path is `path`.
+    pub fn entry_by_path(&self, path: &str) -> Option<&EntryDef> {
+        self.entries.iter().find(|e| e.path == path)
+    }
+}
+
+/// One workflow file as it is used at one place of the graph.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileDef {
+    /// The file's `id:`.
+    pub id: String,
+    /// Where the file came from, for messages.
+    pub source: String,
+    /// The path prefix of its entries (`""` at top level, else the `workflow:` entry's path).
+    pub prefix: String,
+    /// The schema of the file's input.
+    pub input_schema: Option<Schema>,
+    /// The schema the state must satisfy after every merge.
+    pub state_schema: Option<Schema>,
+    /// The state a run of this file starts with.
+    pub initial_state: Value,
+    /// The top-level entries, in order.
+    pub body: Vec<EntryId>,
+}
+
+/// One entry of a `steps:` or `do:` list.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EntryDef {
+    /// The entry's id, unique within its file.
+    pub id: String,
+    /// The full path: enclosing ids joined by `.` (S6).
+    pub path: String,
+    /// The file instance the entry is written in.
+    pub file: FileId,
+    /// What the entry does.
+    pub kind: EntryKind,
+}
+
+/// The kinds of entries (WORKFLOW-FORMAT.md §1).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntryKind {
+    /// A plugin step.
+    Step(StepDef),
+    /// Arms that run at once (S18).
+    Parallel {
+        /// The arms.
+        arms: Vec<EntryId>,
+    },
+    /// Arms that run when their test holds (S21).
+    Branch {
+        /// The arms, in declaration order.
+        arms: Vec<BranchArm>,
+    },
+    /// The body once per element of the input array (S25).
+    Foreach {
+        /// The most items in progress at once.
+        concurrency: u32,
+        /// The body, a sequence.
+        body: Vec<EntryId>,
+    },
+    /// The body again and again (S32).
+    Loop {
+        /// The test after each iteration.
+        test: Expr,
+        /// True for `do-until`, false for `do-while`.
+        until: bool,
+        /// The most iterations allowed.
+        max_iterations: Option<u32>,
+        /// The body, a sequence.
+        body: Vec<EntryId>,
+    },
+    /// Wait (S37).
+    Sleep {
+        /// Milliseconds to wait.
+        ms: Option<u64>,
+        /// An expression giving an RFC 3339 instant to wait for.
+        until: Option<Expr>,
+    },
+    /// Compute a value (S40).
+    Map {
+        /// The expression.
+        expr: Expr,
+    },
+    /// Another workflow file as one entry (S41).
+    Workflow {
+        /// The nested file instance.
+        file: FileId,
+    },
+    /// A branch arm whose `do:` is a list: a sequence with an id of its own (S107).
+    Group {
+        /// The entries.
+        body: Vec<EntryId>,
+    },
+}
+
+/// One arm of a branch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BranchArm {
+    /// The test.
+    pub when: Expr,
+    /// The arm's entry.
+    pub entry: EntryId,
+}
+
+/// A plugin step as the core needs it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepDef {
+    /// The key of the plugin in [`Graph::plugins`].
+    pub plugin: String,
+    /// The step's name inside the plugin.
+    pub step: String,
+    /// The configuration, defaults filled (S57, S116).
+    pub config: Value,
+    /// The retry policy, workflow default and step override merged (S51).
+    pub retry: RetryPolicy,
+    /// The step's own `timeout-ms`, overriding the plugin's limit (S15).
+    pub timeout_ms: Option<u64>,
+    /// The schemas the plugin declares for this step.
+    pub schemas: StepSchemas,
+}
+
+/// The schemas a step declares (`step-info`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StepSchemas {
+    /// What the step accepts.
+    pub input: Option<Schema>,
+    /// What it returns with `done`.
+    pub output: Option<Schema>,
+    /// What it suspends with.
+    pub suspend: Option<Schema>,
+    /// What a resume must give.
+    pub resume: Option<Schema>,
+}
+
+/// A plugin used by the graph, pinned by content digest (S10).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PluginRef {
+    /// The sha256 of the component, hex.
+    pub digest: String,
+    /// Where it was loaded from, for messages.
+    pub source: String,
+    /// Its `limits:` and `grants:` as written, paths resolved; the plugin host reads them.
+    pub sandbox: Value,
+}
+
+/// When and how often a failed step is tried again (S51, S52).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    /// The most invocations, the first included.
+    pub attempts: u32,
+    /// The wait before the first retry.
+    pub delay_ms: u64,
+    /// The factor by which each further wait grows.
+    pub backoff: f64,
+    /// The longest wait.
+    pub max_delay_ms: Option<u64>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 1,
+            delay_ms: 0,
+            backoff: 1.0,
+            max_delay_ms: None,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry `k` (k ≥ 1), in milliseconds (S52).
+    pub fn delay_before(&self, k: u32) -> u64 {
+        let exp = i32::try_from(k.saturating_sub(1)).unwrap_or(i32::MAX);
+        let raw = self.delay_ms as f64 * self.backoff.powi(exp);
+        let raw = if raw.is_finite() { raw } else { f64::MAX };
+        let capped = match self.max_delay_ms {
+            Some(max) => raw.min(max as f64),
+            None => raw,
+        };
+        capped.min(u64::MAX as f64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s52_retry_waits_grow_by_backoff_and_stop_at_the_cap() {
+        let p = RetryPolicy {
+            attempts: 4,
+            delay_ms: 100,
+            backoff: 2.0,
+            max_delay_ms: None,
+        };
+        assert_eq!([p.delay_before(1), p.delay_before(2), p.delay_before(3)], [100, 200, 400]);
+        let capped = RetryPolicy {
+            max_delay_ms: Some(250),
+            ..p
+        };
+        assert_eq!(capped.delay_before(3), 250);
+    }
+}

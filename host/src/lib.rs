@@ -1,0 +1,11 @@
+//! weft: a durable workflow host whose steps and tools are sandboxed WebAssembly components.
+//!
+//! The crate is layered as `../shared/ARCHITECTURE.md` describes: [`engine`] is the pure core,
+//! [`plugin`] runs WebAssembly components, [`store`] keeps runs durable, [`driver`] ties them
+//! together, and [`cli`] is the command line on top.
+
+pub mod engine;
+pub mod plugin;
+pub mod store;
+pub mod workflow;
+pub mod driver;

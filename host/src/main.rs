@@ -1,0 +1,3 @@
+//! The `weft` command line.
+
+fn main() {}

@@ -1,0 +1,70 @@
+//! Settings of the plugin host, one per process.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the plugin host is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// Where compiled plugins are cached (`<digest>-<engine fingerprint>.cwasm` plus a
+    /// `.sha256` checksum). `None`: compile in memory only.
+    pub cache_dir: Option<PathBuf>,
+    /// How often the epoch advances: the granularity of deadlines, and how often a busy guest
+    /// yields to the tokio runtime (default 1 ms).
+    pub epoch_tick: Duration,
+    /// How long an aborted or overdue invocation may keep running before the host stops it
+    /// (S77, default 2000 ms).
+    pub abort_grace: Duration,
+    /// The pooling instance allocator.
+    pub pool: PoolConfig,
+    /// Largest linear memory of a pooled instance, in MiB (default 1024). A plugin whose
+    /// `limits.memory-mib` is larger runs with on-demand allocation.
+    pub max_memory_mib: u64,
+    /// Deadline of the `describe` call made when a plugin is loaded (default 10 s).
+    pub describe_timeout: Duration,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            epoch_tick: Duration::from_millis(1),
+            abort_grace: Duration::from_millis(2000),
+            pool: PoolConfig::default(),
+            max_memory_mib: 1024,
+            describe_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Sizing of the pooling instance allocator. Invocations beyond the pool's capacity run with
+/// on-demand allocation (slower to instantiate, otherwise the same).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Use the pooling allocator at all (default true). False: every instance is allocated on
+    /// demand.
+    pub enabled: bool,
+    /// How many component instances may be live at once (default 1000).
+    pub slots: u32,
+    /// Core instances reserved per slot (default 8; a Rust component has 3 or 4).
+    pub core_instances_per_slot: u32,
+    /// Linear memories reserved per slot (default 2; a Rust component has 1).
+    pub memories_per_slot: u32,
+    /// Tables reserved per slot (default 4; a Rust component has 2).
+    pub tables_per_slot: u32,
+    /// Elements per table (default 20 000).
+    pub table_elements: u32,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            slots: 1000,
+            core_instances_per_slot: 8,
+            memories_per_slot: 2,
+            tables_per_slot: 4,
+            table_elements: 20_000,
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The WebAssembly plugin host.
+//!
+//! A [`PluginHost`] (one per process) owns the wasmtime engines: component model, async calls,
+//! epoch interruption, a pooling allocator with an on-demand fallback, and a separate
+//! fuel-metering engine for plugins whose limits set `fuel`. [`PluginHost::load`] compiles a
+//! component once per content digest (cached on disk keyed by digest and engine fingerprint),
+//! links it against WASI 0.2, wasi-http and the `weft:plugin` imports, and calls its `describe`.
+//!
+//! Each [`Plugin::execute`] or [`Plugin::call_tool`] gets a fresh store and instance whose WASI
+//! comes from the [`Sandbox`] alone. Everything a guest does — traps, panics, exits, memory
+//! bombs, endless loops, blocking calls, floods of output, malformed results — ends as a
+//! [`StepFailure`](crate::engine::invocation::StepFailure) with a code from S14/S83:
+//!
+//! | code | when |
+//! |---|---|
+//! | `trap` | a wasm trap or guest panic (one-line reason), or a WASI exit (`plugin exited with status N`) |
+//! | `memory-limit` | the guest trapped after the limiter refused to grow its memory |
+//! | `fuel-exhausted` | metered fuel ran out |
+//! | `timeout` | the deadline passed before the call returned (whatever it returned) |
+//! | `cancelled` | the abort handle was cancelled before the call returned (never retried) |
+//! | `malformed-result` | a `done`/`bail`/suspend payload/tool result that is not JSON |
+//! | `output-limit` | a result or writer chunk over `limits.max-output-mib`, or more than `limits.max-events` events |
+//! | `invalid-state-patch` | a `run.set-state` patch that is not a JSON object |
+//! | `step-failed` | the guest's own failure without a code |
+//! | `unknown-step` / `unknown-tool` | the plugin does not describe that name (never retried) |
+//! | `sandbox-error` | a granted directory cannot be opened (never retried) |
+
+mod bindings;
+mod cache;
+mod config;
+mod error;
+mod host;
+mod io;
+mod outcome;
+#[allow(clippy::module_inception)]
+mod plugin;
+mod sandbox;
+mod state;
+
+pub use config::{HostConfig, PoolConfig};
+pub use error::PluginError;
+pub use host::PluginHost;
+pub use io::{
+    AbortHandle, DiscardEvents, EventLog, EventSink, GuestEvent, Invocation, LogLevel, NoRun,
+    RunAccess,
+};
+pub use plugin::{Plugin, PluginExports, StepInfo, ToolCall, ToolInfo};
+pub use sandbox::{
+    DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT_MIB, DEFAULT_MEMORY_MIB, DirGrant, DirMode, Grants,
+    Limits, Sandbox,
+};

@@ -1,0 +1,97 @@
+//! Durable storage of runs: one trait for what the core and drivers need, and its backends.
+//!
+//! Every transition of a run is one [`Commit`]: its orchestration event, its tracking events and
+//! the new snapshot, written atomically (S100). Values are opaque bytes (JSON) here, so a backend
+//! never needs to understand the engine's types.
+
+mod sled_store;
+
+use serde::{Deserialize, Serialize};
+
+pub use sled_store::SledStore;
+
+use crate::engine::RunStatus;
+
+/// A failure of the storage backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A run with this id exists already (S11).
+    #[error("a run with id {0} already exists; pick another --run-id")]
+    RunExists(String),
+    /// The backend failed.
+    #[error("store: {0}")]
+    Backend(String),
+    /// Stored bytes could not be read back.
+    #[error("store: corrupt entry {key}: {message}")]
+    Corrupt {
+        /// Which entry.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The short description of a run that listing needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The run's id.
+    pub run_id: String,
+    /// The top-level workflow id.
+    pub workflow_id: String,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// Creation time (ms since the epoch).
+    pub created_at: i64,
+    /// Last change (ms since the epoch).
+    pub updated_at: i64,
+}
+
+/// A new run and everything stored with it (S10).
+pub struct NewRun<'a> {
+    /// Its summary.
+    pub summary: &'a RunSummary,
+    /// The serialized graph.
+    pub definition: &'a [u8],
+    /// The components it uses, by digest.
+    pub plugins: &'a [(&'a str, &'a [u8])],
+    /// The first snapshot.
+    pub snapshot: &'a [u8],
+}
+
+/// One atomic write of a run's transition (S100).
+pub struct Commit<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// The orchestration event, appended to the run's log.
+    pub event: Option<&'a [u8]>,
+    /// Tracking events, by `seq`.
+    pub events: &'a [(u64, Vec<u8>)],
+    /// The new snapshot.
+    pub snapshot: Option<&'a [u8]>,
+    /// The new summary.
+    pub summary: Option<&'a RunSummary>,
+}
+
+/// What every backend provides.
+pub trait Store: Send + Sync + 'static {
+    /// Stores a new run; refuses an id that exists.
+    fn create_run(&self, run: NewRun<'_>) -> Result<(), StoreError>;
+    /// Writes one transition atomically.
+    fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError>;
+    /// Makes every write so far durable (fsync).
+    fn sync(&self) -> Result<(), StoreError>;
+    /// The latest snapshot.
+    fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The stored definition.
+    fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// A component by digest.
+    fn plugin(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Tracking events with `seq >= from`, in order.
+    fn events(&self, run_id: &str, from: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError>;
+    /// The orchestration log, in order.
+    fn log(&self, run_id: &str) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// The summary of one run.
+    fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError>;
+    /// Every run's summary, newest first.
+    fn runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+}

@@ -1,0 +1,528 @@
+//! Workflow files → a checked [`Graph`]: parse, resolve paths, load plugins, check everything
+//! before anything runs (WORKFLOW-FORMAT.md §1, S17, S42, S108).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde_json::{Value, json};
+use serde_saphyr::{Location, Spanned};
+
+use super::WorkflowError;
+use super::raw::*;
+use crate::engine::expr::Expr;
+use crate::engine::model::*;
+use crate::engine::schema::{self, Schema};
+use crate::plugin::{Plugin, PluginHost, Sandbox};
+
+/// A checked workflow with the plugins it uses.
+pub struct LoadedWorkflow {
+    /// The graph, ready to run.
+    pub graph: Graph,
+    /// Each plugin by digest: its component bytes (stored with runs, S10) and the loaded plugin.
+    pub plugins: BTreeMap<String, LoadedPlugin>,
+}
+
+/// A plugin a workflow uses.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    /// The component as loaded.
+    pub bytes: Arc<Vec<u8>>,
+    /// The compiled plugin.
+    pub plugin: Arc<Plugin>,
+}
+
+/// Reads, parses and checks the workflow file at `path` and every file it names.
+pub async fn load_workflow(path: &Path, host: &PluginHost) -> Result<LoadedWorkflow, WorkflowError> {
+    let mut files: HashMap<PathBuf, ParsedFile> = HashMap::new();
+    let mut plugins: BTreeMap<String, LoadedPlugin> = BTreeMap::new();
+    let mut by_path: HashMap<PathBuf, String> = HashMap::new();
+    let mut todo = vec![absolute(path)];
+    while let Some(file) = todo.pop() {
+        if files.contains_key(&file) {
+            continue;
+        }
+        let parsed = parse_file(&file)?;
+        for wasm in parsed.plugin_paths.values() {
+            let (path, pin, line) = wasm;
+            if by_path.contains_key(path) {
+                continue;
+            }
+            let bytes = std::fs::read(path).map_err(|e| {
+                WorkflowError::at(
+                    &file,
+                    Some(*line),
+                    format!("cannot read plugin {}: {e}", path.display()),
+                    "fix the `wasm:` path; it is relative to this file's directory",
+                )
+            })?;
+            let plugin = host.load(&bytes, pin.as_deref()).await.map_err(|e| {
+                WorkflowError::at(&file, Some(*line), format!("plugin {}: {e}", path.display()), "")
+            })?;
+            by_path.insert(path.clone(), plugin.digest().to_owned());
+            plugins.insert(
+                plugin.digest().to_owned(),
+                LoadedPlugin {
+                    bytes: Arc::new(bytes),
+                    plugin,
+                },
+            );
+        }
+        todo.extend(parsed.nested.iter().cloned());
+        files.insert(file, parsed);
+    }
+    let mut builder = Builder {
+        files: &files,
+        plugins: &plugins,
+        by_path: &by_path,
+        graph: Graph {
+            format: GRAPH_FORMAT,
+            files: Vec::new(),
+            entries: Vec::new(),
+            plugins: IndexMap::new(),
+        },
+        stack: Vec::new(),
+    };
+    builder.file(&absolute(path), String::new(), None)?;
+    Ok(LoadedWorkflow {
+        graph: builder.graph,
+        plugins,
+    })
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+struct ParsedFile {
+    raw: RawFile,
+    dir: PathBuf,
+    /// Plugin alias → (resolved wasm path, pin, line).
+    plugin_paths: BTreeMap<String, (PathBuf, Option<String>, u64)>,
+    /// Nested files named by `workflow:` entries, resolved.
+    nested: Vec<PathBuf>,
+}
+
+fn parse_file(path: &Path) -> Result<ParsedFile, WorkflowError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        WorkflowError::at(path, None, format!("cannot read the workflow file: {e}"), "check the path")
+    })?;
+    let raw: RawFile = serde_saphyr::from_str(&text).map_err(|e| {
+        let loc = e.location();
+        let message = e.to_string();
+        let first = message.lines().next().unwrap_or_default().to_owned();
+        WorkflowError {
+            file: path.to_path_buf(),
+            line: loc.map(|l| l.line()),
+            column: loc.map(|l| l.column()),
+            message: first,
+            fix: "see WORKFLOW-FORMAT.md §1 for the file format".into(),
+        }
+    })?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let plugin_paths = raw
+        .plugins
+        .iter()
+        .map(|(alias, p)| {
+            (
+                alias.clone(),
+                (
+                    dir.join(&p.value.wasm.value),
+                    p.value.sha256.clone(),
+                    p.value.wasm.referenced.line(),
+                ),
+            )
+        })
+        .collect();
+    let mut nested = Vec::new();
+    for e in &raw.steps.value {
+        collect_nested(e, &dir, &mut nested);
+    }
+    Ok(ParsedFile {
+        raw,
+        dir,
+        plugin_paths,
+        nested,
+    })
+}
+
+fn collect_nested(e: &RawEntry, dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut each_do = |d: &RawDo, out: &mut Vec<PathBuf>| match d {
+        RawDo::One(e) => collect_nested(e, dir, out),
+        RawDo::List(l) => l.iter().for_each(|e| collect_nested(e, dir, out)),
+    };
+    if let Some(w) = &e.workflow {
+        out.push(absolute(&dir.join(&w.file.value)));
+    }
+    if let Some(p) = &e.parallel {
+        p.steps.iter().for_each(|e| collect_nested(e, dir, out));
+    }
+    if let Some(b) = &e.branch {
+        b.arms.iter().for_each(|a| each_do(&a.do_, out));
+    }
+    if let Some(f) = &e.foreach {
+        each_do(&f.do_, out);
+    }
+    if let Some(l) = &e.loop_ {
+        each_do(&l.do_, out);
+    }
+}
+
+fn line(loc: &Location) -> Option<u64> {
+    Some(loc.line())
+}
+
+struct Builder<'a> {
+    files: &'a HashMap<PathBuf, ParsedFile>,
+    plugins: &'a BTreeMap<String, LoadedPlugin>,
+    by_path: &'a HashMap<PathBuf, String>,
+    graph: Graph,
+    /// Files being expanded, outermost first (S42: a file may not name itself).
+    stack: Vec<PathBuf>,
+}
+
+/// Per-file bookkeeping while its entries are built.
+struct FileCx<'a> {
+    path: &'a Path,
+    parsed: &'a ParsedFile,
+    file: FileId,
+    ids: HashMap<String, u64>,
+    retry: RawRetry,
+}
+
+impl<'a> Builder<'a> {
+    fn file(&mut self, path: &Path, prefix: String, named_at: Option<(&Path, u64)>) -> Result<FileId, WorkflowError> {
+        if self.stack.iter().any(|p| p == path) {
+            let (by, line) = named_at.unwrap_or((path, 0));
+            return Err(WorkflowError::at(
+                by,
+                Some(line),
+                format!("workflow file {} names itself through nested workflows", path.display()),
+                "remove the cycle of `workflow:` entries",
+            ));
+        }
+        let files = self.files;
+        let Some(parsed) = files.get(path) else {
+            return Err(WorkflowError::at(path, None, "file was not loaded".into(), ""));
+        };
+        let raw = &parsed.raw;
+        let id = &raw.id.value;
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_') {
+            return Err(WorkflowError::at(
+                path,
+                line(&raw.id.referenced),
+                format!("workflow id `{id}` is not valid"),
+                "use lowercase letters, digits, `-` and `_` only",
+            ));
+        }
+        let file_id = self.graph.files.len() as FileId;
+        let input_schema = compile_schema(path, raw.input_schema.clone(), "input-schema")?;
+        let state_schema = compile_schema(path, raw.state_schema.clone(), "state-schema")?;
+        let initial_state = raw.initial_state.clone().unwrap_or_else(|| json!({}));
+        if !initial_state.is_object() {
+            return Err(WorkflowError::at(path, None, "initial-state must be an object".into(), "write `initial-state: {}`"));
+        }
+        if let Some(s) = &state_schema
+            && let Err(v) = s.check(&initial_state)
+        {
+            return Err(WorkflowError::at(
+                path,
+                None,
+                format!("initial-state breaks state-schema: {}", schema::summarize(&v)),
+                "make initial-state satisfy state-schema",
+            ));
+        }
+        self.graph.files.push(FileDef {
+            id: id.clone(),
+            source: path.display().to_string(),
+            prefix: prefix.clone(),
+            input_schema,
+            state_schema,
+            initial_state,
+            body: Vec::new(),
+        });
+        self.stack.push(path.to_path_buf());
+        let mut fcx = FileCx {
+            path,
+            parsed,
+            file: file_id,
+            ids: HashMap::new(),
+            retry: raw.retry.clone().unwrap_or_default(),
+        };
+        if raw.steps.value.is_empty() {
+            return Err(WorkflowError::at(path, line(&raw.steps.referenced), "`steps:` is empty".into(), "add at least one entry"));
+        }
+        let mut body = Vec::new();
+        for e in &raw.steps.value {
+            body.push(self.entry(e, &prefix, &mut fcx)?);
+        }
+        self.graph.files[file_id as usize].body = body;
+        self.stack.pop();
+        Ok(file_id)
+    }
+
+    fn claim_id(&mut self, id: &Spanned<String>, fcx: &mut FileCx) -> Result<(), WorkflowError> {
+        let name = &id.value;
+        let ln = id.referenced.line();
+        if name.is_empty() || name.contains('.') {
+            return Err(WorkflowError::at(fcx.path, Some(ln), format!("id `{name}` is not valid"), "ids must be non-empty and must not contain `.`"));
+        }
+        if let Some(first) = fcx.ids.insert(name.clone(), ln) {
+            return Err(WorkflowError::at(
+                fcx.path,
+                Some(ln),
+                format!("duplicate id `{name}` (first used on line {first})"),
+                "give every entry an id unique within its file",
+            ));
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, id: &str, prefix: &str, fcx: &FileCx) -> (EntryId, String) {
+        let path = if prefix.is_empty() { id.to_owned() } else { format!("{prefix}.{id}") };
+        let eid = self.graph.entries.len() as EntryId;
+        self.graph.entries.push(EntryDef {
+            id: id.to_owned(),
+            path: path.clone(),
+            file: fcx.file,
+            kind: EntryKind::Group { body: Vec::new() },
+        });
+        (eid, path)
+    }
+
+    fn list(&mut self, d: &RawDo, prefix: &str, fcx: &mut FileCx) -> Result<Vec<EntryId>, WorkflowError> {
+        match d {
+            RawDo::One(e) => Ok(vec![self.entry(e, prefix, fcx)?]),
+            RawDo::List(list) => {
+                if list.is_empty() {
+                    return Err(WorkflowError::at(fcx.path, None, format!("an empty `do:` list under {prefix}"), "add at least one entry"));
+                }
+                list.iter().map(|e| self.entry(e, prefix, fcx)).collect()
+            }
+        }
+    }
+
+    fn expr(&self, s: &Spanned<String>, what: &str, fcx: &FileCx) -> Result<Expr, WorkflowError> {
+        let e = Expr::new(s.value.clone());
+        e.check().map_err(|msg| {
+            WorkflowError::at(fcx.path, line(&s.referenced), format!("{what}: {msg}"), "fix the jq expression")
+        })?;
+        Ok(e)
+    }
+
+    fn entry(&mut self, e: &RawEntry, prefix: &str, fcx: &mut FileCx) -> Result<EntryId, WorkflowError> {
+        let blocks = [
+            e.parallel.is_some(),
+            e.branch.is_some(),
+            e.foreach.is_some(),
+            e.loop_.is_some(),
+            e.sleep.is_some(),
+            e.map.is_some(),
+            e.workflow.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
+        let step_fields = e.id.is_some() || e.plugin.is_some() || e.step.is_some() || e.config.is_some();
+        if blocks > 1 || (blocks == 1 && step_fields) {
+            let ln = e.id.as_ref().map(|i| i.referenced.line());
+            return Err(WorkflowError::at(fcx.path, ln, "an entry mixes a step and blocks, or several blocks".into(), "write one step or one block per entry"));
+        }
+        if let Some(p) = &e.parallel {
+            self.claim_id(&p.id, fcx)?;
+            let (eid, path) = self.push(&p.id.value, prefix, fcx);
+            let arms = p.steps.iter().map(|a| self.entry(a, &path, fcx)).collect::<Result<Vec<_>, _>>()?;
+            if arms.is_empty() {
+                return Err(WorkflowError::at(fcx.path, line(&p.id.referenced), format!("parallel {path} has no steps"), "add arms under `steps:`"));
+            }
+            self.graph.entries[eid as usize].kind = EntryKind::Parallel { arms };
+            return Ok(eid);
+        }
+        if let Some(b) = &e.branch {
+            self.claim_id(&b.id, fcx)?;
+            let (eid, path) = self.push(&b.id.value, prefix, fcx);
+            let mut arms = Vec::new();
+            for arm in &b.arms {
+                let when = self.expr(&arm.when, &format!("branch {path}: when"), fcx)?;
+                let entry = match (&arm.do_, &arm.id) {
+                    (RawDo::One(one), _) => self.entry(one, &path, fcx)?,
+                    (RawDo::List(_), Some(id)) => {
+                        self.claim_id(id, fcx)?;
+                        let (gid, gpath) = self.push(&id.value, &path, fcx);
+                        let body = self.list(&arm.do_, &gpath, fcx)?;
+                        self.graph.entries[gid as usize].kind = EntryKind::Group { body };
+                        gid
+                    }
+                    (RawDo::List(_), None) => {
+                        return Err(WorkflowError::at(fcx.path, line(&arm.when.referenced), format!("an arm of branch {path} has a `do:` list but no `id:`"), "give the arm an `id:` (S107)"));
+                    }
+                };
+                arms.push(BranchArm { when, entry });
+            }
+            self.graph.entries[eid as usize].kind = EntryKind::Branch { arms };
+            return Ok(eid);
+        }
+        if let Some(f) = &e.foreach {
+            self.claim_id(&f.id, fcx)?;
+            let (eid, path) = self.push(&f.id.value, prefix, fcx);
+            let concurrency = f.concurrency.unwrap_or(1);
+            if concurrency == 0 {
+                return Err(WorkflowError::at(fcx.path, line(&f.id.referenced), format!("foreach {path}: concurrency 0"), "use 1 or more"));
+            }
+            let body = self.list(&f.do_, &path, fcx)?;
+            self.graph.entries[eid as usize].kind = EntryKind::Foreach { concurrency, body };
+            return Ok(eid);
+        }
+        if let Some(l) = &e.loop_ {
+            self.claim_id(&l.id, fcx)?;
+            let (eid, path) = self.push(&l.id.value, prefix, fcx);
+            let (test, until) = match (&l.do_while, &l.do_until) {
+                (Some(w), None) => (self.expr(w, &format!("loop {path}: do-while"), fcx)?, false),
+                (None, Some(u)) => (self.expr(u, &format!("loop {path}: do-until"), fcx)?, true),
+                _ => {
+                    return Err(WorkflowError::at(fcx.path, line(&l.id.referenced), format!("loop {path} needs exactly one of do-while and do-until"), "keep one of them"));
+                }
+            };
+            let body = self.list(&l.do_, &path, fcx)?;
+            self.graph.entries[eid as usize].kind = EntryKind::Loop { test, until, max_iterations: l.max_iterations, body };
+            return Ok(eid);
+        }
+        if let Some(s) = &e.sleep {
+            self.claim_id(&s.id, fcx)?;
+            let (eid, path) = self.push(&s.id.value, prefix, fcx);
+            let until = match (&s.ms, &s.until) {
+                (Some(_), None) => None,
+                (None, Some(u)) => Some(self.expr(u, &format!("sleep {path}: until"), fcx)?),
+                _ => {
+                    return Err(WorkflowError::at(fcx.path, line(&s.id.referenced), format!("sleep {path} needs exactly one of ms and until"), "keep one of them"));
+                }
+            };
+            self.graph.entries[eid as usize].kind = EntryKind::Sleep { ms: s.ms, until };
+            return Ok(eid);
+        }
+        if let Some(m) = &e.map {
+            self.claim_id(&m.id, fcx)?;
+            let (eid, path) = self.push(&m.id.value, prefix, fcx);
+            let expr = self.expr(&m.expr, &format!("map {path}: expr"), fcx)?;
+            self.graph.entries[eid as usize].kind = EntryKind::Map { expr };
+            return Ok(eid);
+        }
+        if let Some(w) = &e.workflow {
+            self.claim_id(&w.id, fcx)?;
+            let (eid, path) = self.push(&w.id.value, prefix, fcx);
+            let nested = absolute(&fcx.parsed.dir.join(&w.file.value));
+            let file = self.file(&nested, path, Some((fcx.path, w.file.referenced.line())))?;
+            self.graph.entries[eid as usize].kind = EntryKind::Workflow { file };
+            return Ok(eid);
+        }
+        self.step(e, prefix, fcx)
+    }
+
+    fn step(&mut self, e: &RawEntry, prefix: &str, fcx: &mut FileCx) -> Result<EntryId, WorkflowError> {
+        let Some(id) = &e.id else {
+            let ln = e.plugin.as_ref().map(|p| p.referenced.line());
+            return Err(WorkflowError::at(fcx.path, ln, "a step has no `id:`".into(), "give every step an id"));
+        };
+        let ln = Some(id.referenced.line());
+        let Some(alias) = &e.plugin else {
+            return Err(WorkflowError::at(fcx.path, ln, format!("step `{}` names no plugin and is no block", id.value), "add `plugin:` or a block key (parallel, branch, foreach, loop, sleep, map, workflow)"));
+        };
+        self.claim_id(id, fcx)?;
+        let parsed = fcx.parsed;
+        let Some((wasm, _, _)) = parsed.plugin_paths.get(&alias.value) else {
+            let declared: Vec<&str> = parsed.plugin_paths.keys().map(String::as_str).collect();
+            return Err(WorkflowError::at(
+                fcx.path,
+                line(&alias.referenced),
+                format!("step `{}` names plugin `{}`, which is not declared (declared: {})", id.value, alias.value, if declared.is_empty() { "none".into() } else { declared.join(", ") }),
+                "fix the name or declare the plugin under `plugins:`",
+            ));
+        };
+        let Some((digest, loaded)) = self.by_path.get(wasm).and_then(|d| self.plugins.get_key_value(d)) else {
+            return Err(WorkflowError::at(fcx.path, ln, format!("plugin `{}` was not loaded", alias.value), ""));
+        };
+        let plugin = &loaded.plugin;
+        let names: Vec<&str> = plugin.steps().iter().map(|s| s.name.as_str()).collect();
+        let info = match &e.step {
+            Some(name) => plugin.steps().iter().find(|s| s.name == name.value).ok_or_else(|| {
+                WorkflowError::at(
+                    fcx.path,
+                    line(&name.referenced),
+                    format!("plugin `{}` has no step `{}` (it has: {})", alias.value, name.value, if names.is_empty() { "none".into() } else { names.join(", ") }),
+                    "fix the step name; `weft plugin inspect` lists a plugin's steps",
+                )
+            })?,
+            None if names.len() == 1 => &plugin.steps()[0],
+            None => {
+                return Err(WorkflowError::at(fcx.path, ln, format!("step `{}`: plugin `{}` has {} steps ({}); say which with `step:`", id.value, alias.value, names.len(), names.join(", ")), "add `step: NAME`"));
+            }
+        };
+        let mut config = e.config.clone().unwrap_or_else(|| json!({}));
+        if let Some(cs) = &info.config_schema {
+            let schema = compile_schema(fcx.path, Some(cs.clone()), &format!("config-schema of step {}", info.name))?.unwrap_or_else(|| Schema::new(json!({})));
+            if let Err(v) = schema.fill_and_check(&mut config) {
+                return Err(WorkflowError::at(fcx.path, ln, format!("step `{}`: config: {}", id.value, schema::summarize(&v)), "fix `config:` to satisfy the step's config-schema (S17)"));
+            }
+        }
+        let key = format!("{}/{}", fcx.file, alias.value);
+        if !self.graph.plugins.contains_key(&key) {
+            let raw = &parsed.raw.plugins[&alias.value].value;
+            let sandbox = sandbox_value(raw, &parsed.dir);
+            if let Err(err) = serde_json::from_value::<Sandbox>(sandbox.clone()).map_err(|e| e.to_string()).and_then(|s| s.check().map_err(|e| e.to_string())) {
+                return Err(WorkflowError::at(fcx.path, line(&parsed.raw.plugins[&alias.value].referenced), format!("plugin `{}`: {err}", alias.value), "fix `limits:` / `grants:`"));
+            }
+            self.graph.plugins.insert(key.clone(), PluginRef { digest: digest.clone(), source: wasm.display().to_string(), sandbox });
+        }
+        let retry = merge_retry(&fcx.retry, e.retry.as_ref());
+        let schemas = StepSchemas {
+            input: compile_schema(fcx.path, info.input_schema.clone(), "input-schema")?,
+            output: compile_schema(fcx.path, info.output_schema.clone(), "output-schema")?,
+            suspend: compile_schema(fcx.path, info.suspend_schema.clone(), "suspend-schema")?,
+            resume: compile_schema(fcx.path, info.resume_schema.clone(), "resume-schema")?,
+        };
+        let (eid, _) = self.push(&id.value, prefix, fcx);
+        self.graph.entries[eid as usize].kind = EntryKind::Step(StepDef {
+            plugin: key,
+            step: info.name.clone(),
+            config,
+            retry,
+            timeout_ms: e.timeout_ms,
+            schemas,
+        });
+        Ok(eid)
+    }
+}
+
+fn merge_retry(default: &RawRetry, own: Option<&RawRetry>) -> RetryPolicy {
+    let base = RetryPolicy::default();
+    let pick = |f: fn(&RawRetry) -> Option<u64>| own.and_then(f).or_else(|| f(default));
+    RetryPolicy {
+        attempts: own.and_then(|r| r.attempts).or(default.attempts).unwrap_or(base.attempts).max(1),
+        delay_ms: pick(|r| r.delay_ms).unwrap_or(base.delay_ms),
+        backoff: own.and_then(|r| r.backoff).or(default.backoff).unwrap_or(base.backoff),
+        max_delay_ms: pick(|r| r.max_delay_ms),
+    }
+}
+
+fn sandbox_value(raw: &RawPlugin, dir: &Path) -> Value {
+    let mut grants = raw.grants.clone().unwrap_or_else(|| json!({}));
+    if let Some(dirs) = grants.get_mut("dirs").and_then(Value::as_array_mut) {
+        for d in dirs {
+            if let Some(host) = d.get("host").and_then(Value::as_str) {
+                let resolved = absolute(&dir.join(host));
+                d["host"] = json!(resolved.display().to_string());
+            }
+        }
+    }
+    json!({ "limits": raw.limits.clone().unwrap_or_else(|| json!({})), "grants": grants })
+}
+
+fn compile_schema(path: &Path, value: Option<Value>, what: &str) -> Result<Option<Schema>, WorkflowError> {
+    let Some(value) = value else { return Ok(None) };
+    let schema = Schema::new(value);
+    schema
+        .compile()
+        .map_err(|e| WorkflowError::at(path, None, format!("{what}: {e}"), "fix the JSON Schema (draft 2020-12)"))?;
+    Ok(Some(schema))
+}

@@ -1,0 +1,53 @@
+//! Workflow files: the YAML (or JSON) format of WORKFLOW-FORMAT.md §1, checked into a graph.
+
+mod load;
+mod raw;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use load::{LoadedPlugin, LoadedWorkflow, load_workflow};
+
+/// Why a workflow file was refused: the file, the line, what is wrong and how to fix it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct WorkflowError {
+    /// The file.
+    pub file: PathBuf,
+    /// The line (1-based), when known.
+    pub line: Option<u64>,
+    /// The column (1-based), when known.
+    pub column: Option<u64>,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl WorkflowError {
+    fn at(file: &Path, line: Option<u64>, message: String, fix: &str) -> Self {
+        WorkflowError {
+            file: file.to_path_buf(),
+            line,
+            column: None,
+            message,
+            fix: fix.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for WorkflowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(col) = self.column {
+                write!(f, ":{col}")?;
+            }
+        }
+        write!(f, ": {}", self.message)?;
+        if !self.fix.is_empty() {
+            write!(f, "\n  fix: {}", self.fix)?;
+        }
+        Ok(())
+    }
+}

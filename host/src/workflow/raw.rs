@@ -1,0 +1,194 @@
+//! The workflow file as written (WORKFLOW-FORMAT.md §1), before it is checked.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use serde_saphyr::Spanned;
+
+/// A whole workflow file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawFile {
+    pub id: Spanned<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+    #[serde(default)]
+    pub state_schema: Option<Value>,
+    #[serde(default)]
+    pub initial_state: Option<Value>,
+    #[serde(default)]
+    pub retry: Option<RawRetry>,
+    #[serde(default)]
+    pub plugins: BTreeMap<String, Spanned<RawPlugin>>,
+    pub steps: Spanned<Vec<RawEntry>>,
+}
+
+/// A plugin declaration.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawPlugin {
+    pub wasm: Spanned<String>,
+    #[serde(default)]
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub limits: Option<Value>,
+    #[serde(default)]
+    pub grants: Option<Value>,
+}
+
+/// A retry policy; absent fields inherit (S51).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawRetry {
+    pub attempts: Option<u32>,
+    pub delay_ms: Option<u64>,
+    pub backoff: Option<f64>,
+    pub max_delay_ms: Option<u64>,
+}
+
+/// One entry: a step, or a map with exactly one block key.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawEntry {
+    #[serde(default)]
+    pub id: Option<Spanned<String>>,
+    #[serde(default)]
+    pub plugin: Option<Spanned<String>>,
+    #[serde(default)]
+    pub step: Option<Spanned<String>>,
+    #[serde(default)]
+    pub config: Option<Value>,
+    #[serde(default)]
+    pub retry: Option<RawRetry>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub parallel: Option<RawParallel>,
+    #[serde(default)]
+    pub branch: Option<RawBranch>,
+    #[serde(default)]
+    pub foreach: Option<RawForeach>,
+    #[serde(default, rename = "loop")]
+    pub loop_: Option<RawLoop>,
+    #[serde(default)]
+    pub sleep: Option<RawSleep>,
+    #[serde(default)]
+    pub map: Option<RawMap>,
+    #[serde(default)]
+    pub workflow: Option<RawWorkflow>,
+}
+
+/// `parallel:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawParallel {
+    pub id: Spanned<String>,
+    pub steps: Vec<RawEntry>,
+}
+
+/// `branch:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBranch {
+    pub id: Spanned<String>,
+    pub arms: Vec<RawArm>,
+}
+
+/// One branch arm.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawArm {
+    #[serde(default)]
+    pub id: Option<Spanned<String>>,
+    pub when: Spanned<String>,
+    #[serde(rename = "do")]
+    pub do_: RawDo,
+}
+
+/// `foreach:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawForeach {
+    pub id: Spanned<String>,
+    #[serde(default)]
+    pub concurrency: Option<u32>,
+    #[serde(rename = "do")]
+    pub do_: RawDo,
+}
+
+/// `loop:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawLoop {
+    pub id: Spanned<String>,
+    #[serde(default)]
+    pub do_while: Option<Spanned<String>>,
+    #[serde(default)]
+    pub do_until: Option<Spanned<String>>,
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    #[serde(rename = "do")]
+    pub do_: RawDo,
+}
+
+/// `sleep:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSleep {
+    pub id: Spanned<String>,
+    #[serde(default)]
+    pub ms: Option<u64>,
+    #[serde(default)]
+    pub until: Option<Spanned<String>>,
+}
+
+/// `map:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMap {
+    pub id: Spanned<String>,
+    pub expr: Spanned<String>,
+}
+
+/// `workflow:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkflow {
+    pub id: Spanned<String>,
+    pub file: Spanned<String>,
+}
+
+/// A `do:`: one entry or a list of entries.
+#[derive(Debug)]
+pub enum RawDo {
+    /// One entry.
+    One(Box<RawEntry>),
+    /// An inline list.
+    List(Vec<RawEntry>),
+}
+
+impl<'de> Deserialize<'de> for RawDo {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct DoVisitor;
+        impl<'de> Visitor<'de> for DoVisitor {
+            type Value = RawDo;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("one entry (a map) or a list of entries")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawDo, A::Error> {
+                RawEntry::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|e| RawDo::One(Box::new(e)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RawDo, A::Error> {
+                Vec::<RawEntry>::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(RawDo::List)
+            }
+        }
+        d.deserialize_any(DoVisitor)
+    }
+}
