@@ -9,3 +9,4 @@ pub mod plugin;
 pub mod store;
 pub mod workflow;
 pub mod driver;
+pub mod cli;

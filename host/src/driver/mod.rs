@@ -229,19 +229,51 @@ impl Runtime {
 
     /// Resumes suspended steps (S67–S70); with no selector and no data, also recovers a run that
     /// no process drives (S101).
-    pub async fn resume(&self, run_id: &str, request: ResumeRequest) -> Result<(), RuntimeError> {
-        let live = self.ensure_live(run_id)?;
-        let (tx, rx) = oneshot::channel();
-        let _ = live.tx.send(Msg::Resume(request, tx));
-        rx.await.unwrap_or(Ok(()))
+    ///
+    /// `recover_only` says the caller gave no selector and no data: a run that is `running` or
+    /// `pending` without a live process is then recovered instead of refused.
+    pub async fn resume(
+        &self,
+        run_id: &str,
+        request: ResumeRequest,
+        recover_only: bool,
+    ) -> Result<(), RuntimeError> {
+        if recover_only
+            && let Some(s) = self.inner.store.summary(run_id)?
+            && matches!(s.status, RunStatus::Running | RunStatus::Pending)
+        {
+            self.ensure_live(run_id)?;
+            return Ok(());
+        }
+        self.ask(run_id, |tx| Msg::Resume(request.clone(), tx)).await
     }
 
     /// Cancels a pending, running or suspended run (S75–S78).
     pub async fn cancel(&self, run_id: &str) -> Result<(), RuntimeError> {
-        let live = self.ensure_live(run_id)?;
-        let (tx, rx) = oneshot::channel();
-        let _ = live.tx.send(Msg::Cancel(tx));
-        rx.await.unwrap_or(Ok(()))
+        self.ask(run_id, Msg::Cancel).await
+    }
+
+    /// Sends a request to the run's actor; when the actor retires meanwhile, asks a new one.
+    async fn ask(
+        &self,
+        run_id: &str,
+        msg: impl Fn(oneshot::Sender<Result<(), RuntimeError>>) -> Msg,
+    ) -> Result<(), RuntimeError> {
+        for _ in 0..3 {
+            let live = self.ensure_live(run_id)?;
+            let (tx, rx) = oneshot::channel();
+            if live.tx.send(msg(tx)).is_err() {
+                self.retire(run_id);
+                continue;
+            }
+            if let Ok(answer) = rx.await {
+                return answer;
+            }
+        }
+        Err(RuntimeError::Corrupt {
+            run: run_id.into(),
+            message: "the run's driver stopped while answering".into(),
+        })
     }
 
     /// The run's events from `from_seq` on: the stored ones, then live ones while the run has an

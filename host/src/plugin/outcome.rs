@@ -20,7 +20,7 @@ pub(crate) enum Ended {
     /// The host stopped the guest after the abort grace.
     Stopped,
     /// The invocation could not be set up; this is its failure.
-    Setup(StepFailure),
+    Setup(Box<StepFailure>),
 }
 
 /// Everything the host observed about one finished invocation.

@@ -305,7 +305,7 @@ impl Plugin {
                 },
                 Ok(Ret::Execute(Err(failure))) => Err(guest_failure(failure)),
                 Ok(_) => Err(StepFailure::new("trap", "internal error: wrong call result")),
-                Err(Ended::Setup(failure)) => Err(failure),
+                Err(Ended::Setup(failure)) => Err(*failure),
                 Err(Ended::Stopped) => Err(subject.aborted(super::state::AbortCause::Timeout, true)),
                 Err(Ended::Error(err)) => {
                     tracing::debug!(plugin = %self.origin, %step, "guest error: {err:?}");
@@ -348,7 +348,7 @@ impl Plugin {
             Ok(Ret::Tool(Ok(text))) => subject.json("result", &text),
             Ok(Ret::Tool(Err(failure))) => Err(guest_failure(failure)),
             Ok(_) => Err(StepFailure::new("trap", "internal error: wrong call result")),
-            Err(Ended::Setup(failure)) => Err(failure),
+            Err(Ended::Setup(failure)) => Err(*failure),
             Err(Ended::Stopped) => Err(subject.aborted(super::state::AbortCause::Timeout, true)),
             Err(Ended::Error(err)) => {
                 tracing::debug!(plugin = %self.origin, %tool, "guest error: {err:?}");
@@ -410,7 +410,7 @@ impl Plugin {
         let (raw_steps, raw_tools) = match observed.ret {
             Ok(Ret::Describe { steps, tools }) => (steps, tools),
             Ok(_) => return Err(failed("internal error: wrong call result".into())),
-            Err(Ended::Setup(f)) => return Err(failed(f.message)),
+            Err(Ended::Setup(f)) => return Err(failed(f.message.clone())),
             Err(Ended::Stopped) => return Err(failed("stopped".into())),
             Err(Ended::Error(err)) => {
                 let f = subject.error(
@@ -545,7 +545,7 @@ impl Plugin {
             limits.max_output_mib(),
         ));
         let setup_failed = |failure: StepFailure, view: &AbortView| Observed {
-            ret: Err(Ended::Setup(failure)),
+            ret: Err(Ended::Setup(Box::new(failure))),
             abort: view.cause(Instant::now()).map(|(c, _)| c),
             memory_denied: false,
             output_limit: None,

@@ -702,8 +702,9 @@ mod tests {
         assert!(!view.must_stop(later));
         assert!(view.must_stop(start + Duration::from_millis(151)));
         handle.cancel();
-        // The deadline (at +50 ms) passed before the cancel (now), so it stays the cause.
-        assert_eq!(view.reason(Instant::now() + Duration::from_millis(60)).as_deref(), Some("timeout"));
+        // The cancel (just now) came before the deadline (start + 50 ms): it is the cause.
+        let after_both = Instant::now() + Duration::from_millis(60);
+        assert_eq!(view.reason(after_both).as_deref(), Some("cancelled"));
         let no_deadline = AbortView {
             deadline_at: None,
             ..view

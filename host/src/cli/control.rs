@@ -1,0 +1,127 @@
+//! The control socket (S118): the process that holds a home serves the commands of every other
+//! `weft` process on that home through a Unix domain socket inside it.
+//!
+//! Protocol: the client sends one JSON line, the [`Cmd`](super::Cmd); the server answers with
+//! JSON lines `{"out": text}` / `{"err": text}` and finally `{"exit": code}`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+
+use super::{Cmd, Output, exec};
+use crate::driver::Runtime;
+
+/// The socket's file name inside the home.
+pub const SOCKET: &str = "control.sock";
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Frame {
+    Out(String),
+    Err(String),
+    Exit(i32),
+}
+
+/// Stops serving when dropped.
+pub struct Server {
+    task: tokio::task::JoinHandle<()>,
+    path: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Serves the control socket of `rt`'s home. This process holds the home, so a socket file
+/// that is there already was left by a dead process and is replaced.
+pub fn serve(rt: Runtime) -> Option<Server> {
+    let path = rt.home().join(SOCKET);
+    let _ = std::fs::remove_file(&path);
+    let listener = match UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("cannot serve the control socket {}: {e}", path.display());
+            return None;
+        }
+    };
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(handle(rt.clone(), stream));
+        }
+    });
+    Some(Server { task, path })
+}
+
+struct Remote(mpsc::UnboundedSender<Frame>);
+
+impl Output for Remote {
+    fn line(&mut self, text: &str) {
+        let _ = self.0.send(Frame::Out(text.to_owned()));
+    }
+
+    fn err(&mut self, text: &str) {
+        let _ = self.0.send(Frame::Err(text.to_owned()));
+    }
+}
+
+async fn handle(rt: Runtime, stream: UnixStream) {
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    let Ok(Some(request)) = lines.next_line().await else {
+        return;
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let cmd: Result<Cmd, _> = serde_json::from_str(&request);
+    tokio::spawn(async move {
+        let code = match cmd {
+            Ok(cmd) => {
+                let mut out = Remote(tx.clone());
+                exec(&rt, cmd, &mut out).await
+            }
+            Err(e) => {
+                let _ = tx.send(Frame::Err(format!("error: bad control request: {e}")));
+                super::EXIT_USAGE
+            }
+        };
+        let _ = tx.send(Frame::Exit(code));
+    });
+    while let Some(frame) = rx.recv().await {
+        let Ok(mut text) = serde_json::to_string(&frame) else {
+            continue;
+        };
+        text.push('\n');
+        if write.write_all(text.as_bytes()).await.is_err() {
+            return;
+        }
+        if matches!(frame, Frame::Exit(_)) {
+            return;
+        }
+    }
+}
+
+/// Sends `cmd` to the process holding `home`; its exit code, or `None` when no live process
+/// answers on the socket.
+pub async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32> {
+    let stream = UnixStream::connect(home.join(SOCKET)).await.ok()?;
+    let (read, mut write) = stream.into_split();
+    let mut request = serde_json::to_string(cmd).ok()?;
+    request.push('\n');
+    write.write_all(request.as_bytes()).await.ok()?;
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        match serde_json::from_str::<Frame>(&line) {
+            Ok(Frame::Out(t)) => out.line(&t),
+            Ok(Frame::Err(t)) => out.err(&t),
+            Ok(Frame::Exit(code)) => return Some(code),
+            Err(_) => continue,
+        }
+    }
+    out.err("error: the process holding the home went away before answering");
+    Some(super::EXIT_USAGE)
+}

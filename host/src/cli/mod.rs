@@ -1,0 +1,436 @@
+//! The command line (WORKFLOW-FORMAT.md §2): parsing, and each command against a runtime.
+//!
+//! A command runs against the process that holds the home: this one when it can open the home,
+//! else the holder, reached through the control socket in the home (S118). Either way the
+//! command writes through an [`Output`], so the text and exit code are the same.
+
+mod control;
+mod output;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::driver::{RunRecord, Runtime, RuntimeConfig, RuntimeError};
+use crate::engine::{Refusal, ResumeRequest, RunStatus};
+use crate::workflow::load_workflow;
+
+pub use output::{Output, StdOutput};
+
+/// Exit code: success, or the command did its job.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the run failed.
+pub const EXIT_FAILED: i32 = 1;
+/// Exit code: bad usage or bad input; nothing was run.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code: the run is suspended.
+pub const EXIT_SUSPENDED: i32 = 3;
+/// Exit code: the run was cancelled.
+pub const EXIT_CANCELLED: i32 = 4;
+/// Exit code: a guardrail tripped.
+pub const EXIT_TRIPWIRE: i32 = 5;
+
+/// weft runs workflow graphs whose steps are sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "weft", version, about)]
+pub struct Cli {
+    /// The home directory (database and plugin cache).
+    #[arg(long, global = true, env = "WEFT_HOME", default_value = ".weft")]
+    pub home: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// The commands.
+#[derive(Debug, Clone, Subcommand, Serialize, Deserialize)]
+pub enum Cmd {
+    /// Start a run and wait until it ends or suspends.
+    Run {
+        /// The workflow file.
+        file: PathBuf,
+        /// The run input (JSON).
+        #[arg(long, conflicts_with = "input_file")]
+        input: Option<String>,
+        /// A file holding the run input (JSON).
+        #[arg(long)]
+        input_file: Option<PathBuf>,
+        /// The run's id (default: a new ULID).
+        #[arg(long)]
+        run_id: Option<String>,
+        /// Print exactly one run record on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume a suspended run (with no selector and no data, also recover an orphaned one).
+    Resume {
+        /// The run.
+        run_id: String,
+        /// Select suspensions by path or path prefix.
+        #[arg(long, conflicts_with = "label")]
+        step: Option<String>,
+        /// Select suspensions by label.
+        #[arg(long)]
+        label: Option<String>,
+        /// Keep only this foreach item.
+        #[arg(long)]
+        foreach_index: Option<u32>,
+        /// The resume data (JSON, default `{}`).
+        #[arg(long)]
+        data: Option<String>,
+        /// Print exactly one run record on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a pending, running or suspended run.
+    Cancel {
+        /// The run.
+        run_id: String,
+    },
+    /// List runs.
+    Runs {
+        /// Only runs of this workflow.
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only runs with this status.
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// Show one run.
+    Show {
+        /// The run.
+        run_id: String,
+        /// Print the run record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run's events, past then live, one JSON object a line.
+    Watch {
+        /// The run.
+        run_id: String,
+        /// Start at this seq.
+        #[arg(long, default_value_t = 1)]
+        from_seq: u64,
+        /// Keep following through suspensions until the run ends.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Check a workflow file and every file and plugin it names.
+    Validate {
+        /// The workflow file.
+        file: PathBuf,
+    },
+    /// Plugins.
+    #[command(subcommand)]
+    Plugin(PluginCmd),
+}
+
+/// `weft plugin ...`.
+#[derive(Debug, Clone, Subcommand, Serialize, Deserialize)]
+pub enum PluginCmd {
+    /// The steps and tools a plugin exports, with their schemas.
+    Inspect {
+        /// The component.
+        file: PathBuf,
+    },
+}
+
+/// Runs the command line; returns the process exit code.
+pub async fn main(cli: Cli) -> i32 {
+    let mut out = StdOutput;
+    let cmd = absolutize(cli.command);
+    match Runtime::open(&cli.home, RuntimeConfig::default()) {
+        Ok(rt) => {
+            let server = control::serve(rt.clone());
+            let code = exec(&rt, cmd, &mut out).await;
+            drop(server);
+            code
+        }
+        Err(open_err) => match control::forward(&cli.home, &cmd, &mut out).await {
+            Some(code) => code,
+            None => {
+                out.err(&format!("error: cannot open home {}: {open_err}", cli.home.display()));
+                EXIT_USAGE
+            }
+        },
+    }
+}
+
+/// Makes every path in a command absolute, so another process can serve it.
+fn absolutize(cmd: Cmd) -> Cmd {
+    let abs = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
+    match cmd {
+        Cmd::Run { file, input, input_file, run_id, json } => Cmd::Run {
+            file: abs(file),
+            input,
+            input_file: input_file.map(abs),
+            run_id,
+            json,
+        },
+        Cmd::Validate { file } => Cmd::Validate { file: abs(file) },
+        Cmd::Plugin(PluginCmd::Inspect { file }) => Cmd::Plugin(PluginCmd::Inspect { file: abs(file) }),
+        other => other,
+    }
+}
+
+/// Carries out one command against a runtime that holds the home.
+pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
+    match cmd {
+        Cmd::Run { file, input, input_file, run_id, json } => {
+            run(rt, &file, input, input_file, run_id, json, out).await
+        }
+        Cmd::Resume { run_id, step, label, foreach_index, data, json } => {
+            resume(rt, &run_id, step, label, foreach_index, data, json, out).await
+        }
+        Cmd::Cancel { run_id } => match rt.cancel(&run_id).await {
+            Ok(()) => {
+                out.err(&format!("cancel of run {run_id} accepted"));
+                EXIT_OK
+            }
+            Err(e) => refuse(out, &e),
+        },
+        Cmd::Runs { workflow, status } => {
+            let status = match status.as_deref().map(|s| (s, RunStatus::parse(s))) {
+                Some((s, None)) => {
+                    out.err(&format!("error: unknown status `{s}`; use one of pending, running, suspended, success, failed, cancelled, tripwire"));
+                    return EXIT_USAGE;
+                }
+                Some((_, parsed)) => parsed,
+                None => None,
+            };
+            match rt.runs(workflow.as_deref(), status) {
+                Ok(runs) => {
+                    for r in runs {
+                        out.line(&format!(
+                            "{}  {:<24} {:<10} {}",
+                            r.run_id,
+                            r.workflow_id,
+                            r.status,
+                            crate::engine::rfc3339(r.created_at)
+                        ));
+                    }
+                    EXIT_OK
+                }
+                Err(e) => refuse(out, &e),
+            }
+        }
+        Cmd::Show { run_id, json } => match rt.show(&run_id).await {
+            Ok(record) => {
+                print_record(out, &record, json);
+                EXIT_OK
+            }
+            Err(e) => refuse(out, &e),
+        },
+        Cmd::Watch { run_id, from_seq, follow } => {
+            let mut rx = match rt.watch(&run_id, from_seq) {
+                Ok(rx) => rx,
+                Err(e) => return refuse(out, &e),
+            };
+            while let Some(ev) = rx.recv().await {
+                out.line(&serde_json::to_string(&*ev).unwrap_or_default());
+                if ev.kind.is_closing() || (!follow && ev.is_stop()) {
+                    break;
+                }
+            }
+            EXIT_OK
+        }
+        Cmd::Validate { file } => match load_workflow(&file, rt.host()).await {
+            Ok(w) => {
+                out.line(&format!(
+                    "ok: {} (workflow {}, {} entries, {} plugins)",
+                    file.display(),
+                    w.graph.workflow_id(),
+                    w.graph.entries.len(),
+                    w.plugins.len()
+                ));
+                EXIT_OK
+            }
+            Err(e) => {
+                out.err(&format!("error: {e}"));
+                EXIT_USAGE
+            }
+        },
+        Cmd::Plugin(PluginCmd::Inspect { file }) => match rt.host().load_file(&file, None).await {
+            Ok(p) => {
+                let info = json!({
+                    "digest": p.digest(),
+                    "steps": p.steps(),
+                    "tools": p.tools(),
+                });
+                out.line(&serde_json::to_string_pretty(&info).unwrap_or_default());
+                EXIT_OK
+            }
+            Err(e) => {
+                out.err(&format!("error: {e}"));
+                EXIT_USAGE
+            }
+        },
+    }
+}
+
+fn refuse(out: &mut dyn Output, e: &RuntimeError) -> i32 {
+    out.err(&format!("error: {e}"));
+    EXIT_USAGE
+}
+
+fn parse_json(text: &str, what: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
+}
+
+async fn run(
+    rt: &Runtime,
+    file: &Path,
+    input: Option<String>,
+    input_file: Option<PathBuf>,
+    run_id: Option<String>,
+    json: bool,
+    out: &mut dyn Output,
+) -> i32 {
+    let input = match (input, input_file) {
+        (Some(text), _) => parse_json(&text, "--input"),
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read --input-file {}: {e}", path.display()))
+            .and_then(|t| parse_json(&t, "--input-file")),
+        (None, None) => Ok(json!({})),
+    };
+    let input = match input {
+        Ok(v) => v,
+        Err(e) => {
+            out.err(&format!("error: {e}"));
+            return EXIT_USAGE;
+        }
+    };
+    let workflow = match load_workflow(file, rt.host()).await {
+        Ok(w) => w,
+        Err(e) => {
+            out.err(&format!("error: {e}"));
+            return EXIT_USAGE;
+        }
+    };
+    let run_id = match rt.start(&workflow, input, run_id).await {
+        Ok(id) => id,
+        Err(RuntimeError::InvalidInput(violations)) => {
+            out.err("error: invalid run input:");
+            for v in violations {
+                let path = if v.path.is_empty() { "/".to_string() } else { v.path };
+                out.err(&format!("{path}: {}", v.message));
+            }
+            return EXIT_USAGE;
+        }
+        Err(e) => return refuse(out, &e),
+    };
+    follow_run(rt, &run_id, 1, json, out).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resume(
+    rt: &Runtime,
+    run_id: &str,
+    step: Option<String>,
+    label: Option<String>,
+    foreach_index: Option<u32>,
+    data: Option<String>,
+    json: bool,
+    out: &mut dyn Output,
+) -> i32 {
+    let data_value = match data.as_deref().map(|d| parse_json(d, "--data")).transpose() {
+        Ok(v) => v,
+        Err(e) => {
+            out.err(&format!("error: {e}"));
+            return EXIT_USAGE;
+        }
+    };
+    let from = match rt.watch(run_id, 1) {
+        Ok(mut rx) => {
+            let mut last = 0;
+            while let Ok(ev) = rx.try_recv() {
+                last = ev.seq;
+            }
+            last + 1
+        }
+        Err(e) => return refuse(out, &e),
+    };
+    let recover_only = step.is_none() && label.is_none() && foreach_index.is_none() && data.is_none();
+    let request = ResumeRequest {
+        step,
+        label,
+        foreach_index,
+        data: data_value.unwrap_or_else(|| json!({})),
+    };
+    match rt.resume(run_id, request, recover_only).await {
+        Ok(()) => follow_run(rt, run_id, from, json, out).await,
+        Err(RuntimeError::Refused(Refusal::InvalidData { message, violations })) => {
+            out.err(&format!("error: {message}"));
+            for v in violations {
+                out.err(&format!("{}: {}", if v.path.is_empty() { "/" } else { &v.path }, v.message));
+            }
+            EXIT_USAGE
+        }
+        Err(e) => refuse(out, &e),
+    }
+}
+
+/// Prints progress from `from` on to stderr until the run ends or suspends, then the result.
+async fn follow_run(rt: &Runtime, run_id: &str, from: u64, json: bool, out: &mut dyn Output) -> i32 {
+    if let Ok(mut rx) = rt.watch(run_id, from) {
+        while let Some(ev) = rx.recv().await {
+            out.err(&output::progress_line(&ev));
+            if ev.is_stop() {
+                break;
+            }
+        }
+    }
+    let record = match rt.wait(run_id).await {
+        Ok(r) => r,
+        Err(e) => return refuse(out, &e),
+    };
+    print_record(out, &record, json);
+    exit_code(record.status)
+}
+
+/// The exit code of `run` and `resume` for a status (S105).
+pub fn exit_code(status: RunStatus) -> i32 {
+    match status {
+        RunStatus::Success => EXIT_OK,
+        RunStatus::Failed => EXIT_FAILED,
+        RunStatus::Suspended => EXIT_SUSPENDED,
+        RunStatus::Cancelled => EXIT_CANCELLED,
+        RunStatus::Tripwire => EXIT_TRIPWIRE,
+        RunStatus::Running | RunStatus::Pending => EXIT_OK,
+    }
+}
+
+fn print_record(out: &mut dyn Output, record: &RunRecord, json: bool) {
+    if json {
+        out.line(&serde_json::to_string(record).unwrap_or_default());
+        return;
+    }
+    out.line(&format!("run {} ({}): {}", record.run_id, record.workflow_id, record.status));
+    for (path, step) in &record.steps {
+        let status = serde_json::to_value(step.status).unwrap_or_default();
+        out.line(&format!("  {path:<32} {}", status.as_str().unwrap_or_default()));
+    }
+    if let Some(result) = &record.result {
+        out.line(&format!("result: {}", serde_json::to_string_pretty(result).unwrap_or_default()));
+    }
+    if let Some(error) = &record.error {
+        out.line(&format!("error: [{}] {} (at {})", error.code, error.message, error.step));
+    }
+    if let Some(t) = &record.tripwire {
+        out.line(&format!("tripwire: {}", t.reason));
+    }
+    if let Some(suspended) = &record.suspended {
+        for s in suspended {
+            out.line(&format!(
+                "suspended: {}{} labels {:?} payload {}",
+                s.path,
+                s.foreach_index.map(|i| format!(" [item {i}]")).unwrap_or_default(),
+                s.labels,
+                s.payload
+            ));
+        }
+        out.line(&format!("resume with: weft resume {} --data '{{...}}'", record.run_id));
+    }
+}

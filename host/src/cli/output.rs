@@ -1,0 +1,53 @@
+//! Where a command's text goes: this terminal, or a control-socket client (S118).
+
+use crate::driver::StoredEvent;
+
+/// A command's two output streams.
+pub trait Output: Send {
+    /// One line of stdout.
+    fn line(&mut self, text: &str);
+    /// One line of stderr.
+    fn err(&mut self, text: &str);
+}
+
+/// This process's own stdout and stderr.
+pub struct StdOutput;
+
+impl Output for StdOutput {
+    fn line(&mut self, text: &str) {
+        println!("{text}");
+    }
+
+    fn err(&mut self, text: &str) {
+        eprintln!("{text}");
+    }
+}
+
+/// One human-readable line of progress for an event.
+pub fn progress_line(ev: &StoredEvent) -> String {
+    let kind = serde_json::to_value(ev.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let mut line = format!("[{:>3}] {kind}", ev.seq);
+    if let Some(path) = &ev.path {
+        line.push(' ');
+        line.push_str(path);
+    }
+    if let Some(i) = ev.foreach_index {
+        line.push_str(&format!(" [item {i}]"));
+    }
+    if let Some(i) = ev.iteration {
+        line.push_str(&format!(" [iteration {i}]"));
+    }
+    if !ev.data.is_null() {
+        let mut data = ev.data.to_string();
+        if data.len() > 200 {
+            data.truncate(data.floor_char_boundary(200));
+            data.push('…');
+        }
+        line.push(' ');
+        line.push_str(&data);
+    }
+    line
+}
