@@ -1,0 +1,94 @@
+//! Shared set-up: a runtime in a fresh temporary home, and workflow files written next to it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use weft::driver::{RunRecord, Runtime, RuntimeConfig, StoredEvent};
+use weft::workflow::{LoadedWorkflow, load_workflow};
+
+/// A runtime over a temporary home, removed when dropped.
+pub struct Env {
+    pub rt: Runtime,
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    /// A fresh home with default settings, sharing one compiled-plugin cache across tests.
+    pub fn new() -> Env {
+        Env::with_config(config())
+    }
+
+    /// A fresh home with these settings.
+    pub fn with_config(config: RuntimeConfig) -> Env {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let rt = Runtime::open(&dir.path().join("home"), config).expect("open runtime");
+        Env { rt, dir }
+    }
+
+    /// Writes `yaml` as a workflow file named `name` in the temp dir; `{testkit}`, `{hostile}`,
+    /// `{text}`, `{approval}`, `{stream}`, `{files}` stand for the plugins' paths.
+    pub fn file(&self, name: &str, yaml: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, plugin_paths(yaml)).expect("write workflow");
+        path
+    }
+
+    /// Loads a workflow file.
+    pub async fn load(&self, path: &Path) -> LoadedWorkflow {
+        match load_workflow(path, self.rt.host()).await {
+            Ok(w) => w,
+            Err(e) => panic!("workflow refused: {e}"),
+        }
+    }
+
+    /// Writes, loads and runs `yaml` with `input` until it ends or suspends.
+    pub async fn run(&self, yaml: &str, input: Value) -> RunRecord {
+        let path = self.file("workflow.yaml", yaml);
+        let w = self.load(&path).await;
+        let id = self.rt.start(&w, input, None).await.expect("start");
+        self.rt.wait(&id).await.expect("wait")
+    }
+
+    /// Every stored event of a run (it must have ended or suspended).
+    pub fn events(&self, run_id: &str) -> Vec<StoredEvent> {
+        let mut rx = self.rt.watch(run_id, 1).expect("watch");
+        let mut out = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            out.push((*ev).clone());
+        }
+        out
+    }
+}
+
+/// Default settings, with the compiled-plugin cache shared by every test of this build.
+pub fn config() -> RuntimeConfig {
+    let mut config = RuntimeConfig::default();
+    config.host.cache_dir = Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache"));
+    config
+}
+
+/// Replaces `{plugin}` placeholders with the built plugins' absolute paths.
+pub fn plugin_paths(yaml: &str) -> String {
+    yaml.replace("{testkit}", weft_guests::TESTKIT)
+        .replace("{hostile}", weft_guests::HOSTILE)
+        .replace("{text}", weft_guests::TEXT)
+        .replace("{approval}", weft_guests::APPROVAL)
+        .replace("{stream}", weft_guests::STREAM)
+        .replace("{files}", weft_guests::FILES)
+        .replace("{tools}", weft_guests::TOOLS)
+        .replace("{command}", weft_guests::COMMAND)
+}
+
+/// The event types of `events`, in order, with their paths: `step-started:a`.
+pub fn kinds(events: &[StoredEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            match &e.path {
+                Some(p) => format!("{kind}:{p}"),
+                None => kind,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,5 @@
+//! weft's integration tests: one binary, one module per area, real components in real
+//! wasmtime against a real sled directory.
+
+mod common;
+mod sequence;
