@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::driver::{RunRecord, Runtime, RuntimeConfig, RuntimeError};
+use crate::engine::draw::{Format, draw};
 use crate::engine::{Refusal, ResumeRequest, RunStatus};
 use crate::workflow::load_workflow;
 
@@ -122,6 +123,14 @@ pub enum Cmd {
         /// The workflow file.
         file: PathBuf,
     },
+    /// Draw a workflow as a Mermaid flowchart or a Graphviz digraph.
+    Graph {
+        /// The workflow file.
+        file: PathBuf,
+        /// `mermaid` or `dot`.
+        #[arg(long, default_value = "mermaid")]
+        format: String,
+    },
     /// Plugins.
     #[command(subcommand)]
     Plugin(PluginCmd),
@@ -170,6 +179,7 @@ fn absolutize(cmd: Cmd) -> Cmd {
             json,
         },
         Cmd::Validate { file } => Cmd::Validate { file: abs(file) },
+        Cmd::Graph { file, format } => Cmd::Graph { file: abs(file), format },
         Cmd::Plugin(PluginCmd::Inspect { file }) => Cmd::Plugin(PluginCmd::Inspect { file: abs(file) }),
         other => other,
     }
@@ -252,6 +262,26 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                 EXIT_USAGE
             }
         },
+        Cmd::Graph { file, format } => {
+            let format = match format.as_str() {
+                "mermaid" => Format::Mermaid,
+                "dot" => Format::Dot,
+                other => {
+                    out.err(&format!("error: unknown format `{other}`; use mermaid or dot"));
+                    return EXIT_USAGE;
+                }
+            };
+            match load_workflow(&file, rt.host()).await {
+                Ok(w) => {
+                    out.line(draw(&w.graph, format).trim_end());
+                    EXIT_OK
+                }
+                Err(e) => {
+                    out.err(&format!("error: {e}"));
+                    EXIT_USAGE
+                }
+            }
+        }
         Cmd::Plugin(PluginCmd::Inspect { file }) => match rt.host().load_file(&file, None).await {
             Ok(p) => {
                 let info = json!({

@@ -8,6 +8,7 @@ pub mod invocation;
 pub mod model;
 pub mod schema;
 pub mod advance;
+pub mod draw;
 pub mod run;
 
 pub use advance::{advance, check_run_input, new_run, replay, rfc3339, suspended};

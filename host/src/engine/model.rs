@@ -67,6 +67,8 @@ pub struct FileDef {
     pub id: String,
     /// Where the file came from, for messages.
     pub source: String,
+    /// The file's `description:`.
+    pub description: Option<String>,
     /// The path prefix of its entries (`""` at top level, else the `workflow:` entry's path).
     pub prefix: String,
     /// The schema of the file's input.

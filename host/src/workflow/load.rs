@@ -148,7 +148,7 @@ fn parse_file(path: &Path) -> Result<ParsedFile, WorkflowError> {
 }
 
 fn collect_nested(e: &RawEntry, dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut each_do = |d: &RawDo, out: &mut Vec<PathBuf>| match d {
+    let each_do = |d: &RawDo, out: &mut Vec<PathBuf>| match d {
         RawDo::One(e) => collect_nested(e, dir, out),
         RawDo::List(l) => l.iter().for_each(|e| collect_nested(e, dir, out)),
     };
@@ -236,6 +236,7 @@ impl<'a> Builder<'a> {
         self.graph.files.push(FileDef {
             id: id.clone(),
             source: path.display().to_string(),
+            description: raw.description.clone(),
             prefix: prefix.clone(),
             input_schema,
             state_schema,
