@@ -9,4 +9,6 @@ pub mod plugin;
 pub mod store;
 pub mod workflow;
 pub mod driver;
+pub mod builder;
 pub mod cli;
+pub mod native;

@@ -14,6 +14,7 @@ use crate::engine::{
     self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, StepsView, Tracking,
 };
 use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
+use crate::native::NATIVE_PLUGIN;
 use crate::store::Commit;
 
 /// What reaches a run's actor.
@@ -299,6 +300,20 @@ impl Actor {
             },
         );
         let tx = self.tx.clone();
+        if cmd.plugin == NATIVE_PLUGIN {
+            let native = self.rt.native(&cmd.step);
+            tokio::spawn(async move {
+                let result = match native {
+                    Some(step) => {
+                        let sink: Arc<dyn EventSink> = Arc::new(Sink { tx: tx.clone(), token });
+                        step.execute(cmd.call, sink, Arc::new(View(cmd.view)), abort).await
+                    }
+                    None => unavailable(format!("no native step `{}` is registered", cmd.step)),
+                };
+                let _ = tx.send(Msg::Event(Event::StepEnded { token, result, at: now_ms() }));
+            });
+            return;
+        }
         let digest: Option<String> = self.graph.plugins.get(&cmd.plugin).map(|p| p.digest.clone());
         let sandbox = self.sandbox(&cmd.plugin);
         let rt = self.rt.clone();

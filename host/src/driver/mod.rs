@@ -19,7 +19,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::engine::{self, Event, Graph, Refusal, ResumeRequest, RunState, RunStatus};
 use crate::plugin::{HostConfig, Plugin, PluginHost};
 use crate::store::{NewRun, RunSummary, SledStore, Store, StoreError};
-use crate::workflow::LoadedWorkflow;
+use crate::native::{NativeStep, NativeSteps};
+use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
 pub use record::{RunRecord, StoredEvent};
 
@@ -86,6 +87,7 @@ struct Inner {
     config: RuntimeConfig,
     live: Mutex<HashMap<String, LiveRun>>,
     plugins: Mutex<HashMap<String, Arc<Plugin>>>,
+    natives: NativeSteps,
     home: PathBuf,
 }
 
@@ -118,6 +120,7 @@ impl Runtime {
                 config,
                 live: Mutex::new(HashMap::new()),
                 plugins: Mutex::new(HashMap::new()),
+                natives: NativeSteps::default(),
                 home: home.to_path_buf(),
             }),
         })
@@ -131,6 +134,28 @@ impl Runtime {
     /// The plugin host, for loading workflows.
     pub fn host(&self) -> &PluginHost {
         &self.inner.host
+    }
+
+    /// Registers a native Rust step under `name`; workflows loaded afterwards may use it as
+    /// `{ id: ..., native: NAME }`.
+    pub fn register(&self, name: impl Into<String>, step: NativeStep) {
+        self.inner.natives.register(name, step);
+    }
+
+    /// Loads and checks a workflow file, with this runtime's native steps available.
+    pub async fn load_workflow(&self, path: &Path) -> Result<LoadedWorkflow, WorkflowError> {
+        load_workflow_with(path, None, &self.inner.host, &self.inner.natives).await
+    }
+
+    /// Loads and checks a workflow given as text (YAML or JSON); relative paths in it are
+    /// relative to the current directory.
+    pub async fn load_workflow_text(&self, name: &str, text: &str) -> Result<LoadedWorkflow, WorkflowError> {
+        let path = std::path::absolute(name).unwrap_or_else(|_| PathBuf::from(name));
+        load_workflow_with(&path, Some(text), &self.inner.host, &self.inner.natives).await
+    }
+
+    fn native(&self, name: &str) -> Option<NativeStep> {
+        self.inner.natives.get(name)
     }
 
     /// Starts a run of `workflow` with `input` (defaults filled, checked: S57, S58) and returns

@@ -14,7 +14,8 @@ use super::raw::*;
 use crate::engine::expr::Expr;
 use crate::engine::model::*;
 use crate::engine::schema::{self, Schema};
-use crate::plugin::{Plugin, PluginHost, Sandbox};
+use crate::native::{NATIVE_PLUGIN, NativeSteps};
+use crate::plugin::{Plugin, PluginHost, Sandbox, StepInfo};
 
 /// A checked workflow with the plugins it uses.
 pub struct LoadedWorkflow {
@@ -35,15 +36,30 @@ pub struct LoadedPlugin {
 
 /// Reads, parses and checks the workflow file at `path` and every file it names.
 pub async fn load_workflow(path: &Path, host: &PluginHost) -> Result<LoadedWorkflow, WorkflowError> {
+    load_workflow_with(path, None, host, &NativeSteps::default()).await
+}
+
+/// Like [`load_workflow`], with native steps available, and optionally with the top-level file's
+/// text given instead of read from `path` (paths in it are then relative to `path`'s directory).
+pub async fn load_workflow_with(
+    path: &Path,
+    text: Option<&str>,
+    host: &PluginHost,
+    natives: &NativeSteps,
+) -> Result<LoadedWorkflow, WorkflowError> {
     let mut files: HashMap<PathBuf, ParsedFile> = HashMap::new();
+    let top = absolute(path);
     let mut plugins: BTreeMap<String, LoadedPlugin> = BTreeMap::new();
     let mut by_path: HashMap<PathBuf, String> = HashMap::new();
-    let mut todo = vec![absolute(path)];
+    let mut todo = vec![top.clone()];
     while let Some(file) = todo.pop() {
         if files.contains_key(&file) {
             continue;
         }
-        let parsed = parse_file(&file)?;
+        let parsed = match text {
+            Some(text) if file == top => parse_text(&file, text)?,
+            _ => parse_file(&file)?,
+        };
         for wasm in parsed.plugin_paths.values() {
             let (path, pin, line) = wasm;
             if by_path.contains_key(path) {
@@ -76,6 +92,7 @@ pub async fn load_workflow(path: &Path, host: &PluginHost) -> Result<LoadedWorkf
         files: &files,
         plugins: &plugins,
         by_path: &by_path,
+        natives,
         graph: Graph {
             format: GRAPH_FORMAT,
             files: Vec::new(),
@@ -84,7 +101,7 @@ pub async fn load_workflow(path: &Path, host: &PluginHost) -> Result<LoadedWorkf
         },
         stack: Vec::new(),
     };
-    builder.file(&absolute(path), String::new(), None)?;
+    builder.file(&top, String::new(), None)?;
     Ok(LoadedWorkflow {
         graph: builder.graph,
         plugins,
@@ -108,7 +125,11 @@ fn parse_file(path: &Path) -> Result<ParsedFile, WorkflowError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         WorkflowError::at(path, None, format!("cannot read the workflow file: {e}"), "check the path")
     })?;
-    let raw: RawFile = serde_saphyr::from_str(&text).map_err(|e| {
+    parse_text(path, &text)
+}
+
+fn parse_text(path: &Path, text: &str) -> Result<ParsedFile, WorkflowError> {
+    let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| {
         let loc = e.location();
         let message = e.to_string();
         let first = message.lines().next().unwrap_or_default().to_owned();
@@ -177,6 +198,7 @@ struct Builder<'a> {
     files: &'a HashMap<PathBuf, ParsedFile>,
     plugins: &'a BTreeMap<String, LoadedPlugin>,
     by_path: &'a HashMap<PathBuf, String>,
+    natives: &'a NativeSteps,
     graph: Graph,
     /// Files being expanded, outermost first (S42: a file may not name itself).
     stack: Vec<PathBuf>,
@@ -325,7 +347,7 @@ impl<'a> Builder<'a> {
         .iter()
         .filter(|b| **b)
         .count();
-        let step_fields = e.id.is_some() || e.plugin.is_some() || e.step.is_some() || e.config.is_some();
+        let step_fields = e.id.is_some() || e.plugin.is_some() || e.native.is_some() || e.step.is_some() || e.config.is_some();
         if blocks > 1 || (blocks == 1 && step_fields) {
             let ln = e.id.as_ref().map(|i| i.referenced.line());
             return Err(WorkflowError::at(fcx.path, ln, "an entry mixes a step and blocks, or several blocks".into(), "write one step or one block per entry"));
@@ -426,6 +448,23 @@ impl<'a> Builder<'a> {
             return Err(WorkflowError::at(fcx.path, ln, "a step has no `id:`".into(), "give every step an id"));
         };
         let ln = Some(id.referenced.line());
+        if let Some(name) = &e.native {
+            if e.plugin.is_some() || e.step.is_some() {
+                return Err(WorkflowError::at(fcx.path, ln, format!("step `{}` has both `native:` and `plugin:`/`step:`", id.value), "keep one of them"));
+            }
+            self.claim_id(id, fcx)?;
+            let Some(native) = self.natives.get(&name.value) else {
+                let names = self.natives.names();
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    line(&name.referenced),
+                    format!("no native step `{}` is registered (registered: {})", name.value, if names.is_empty() { "none".into() } else { names.join(", ") }),
+                    "register it with Runtime::register before loading the workflow",
+                ));
+            };
+            let info = native.info().clone();
+            return self.finish_step(e, id, prefix, fcx, NATIVE_PLUGIN.to_owned(), &info);
+        }
         let Some(alias) = &e.plugin else {
             return Err(WorkflowError::at(fcx.path, ln, format!("step `{}` names no plugin and is no block", id.value), "add `plugin:` or a block key (parallel, branch, foreach, loop, sleep, map, workflow)"));
         };
@@ -459,13 +498,6 @@ impl<'a> Builder<'a> {
                 return Err(WorkflowError::at(fcx.path, ln, format!("step `{}`: plugin `{}` has {} steps ({}); say which with `step:`", id.value, alias.value, names.len(), names.join(", ")), "add `step: NAME`"));
             }
         };
-        let mut config = e.config.clone().unwrap_or_else(|| json!({}));
-        if let Some(cs) = &info.config_schema {
-            let schema = compile_schema(fcx.path, Some(cs.clone()), &format!("config-schema of step {}", info.name))?.unwrap_or_else(|| Schema::new(json!({})));
-            if let Err(v) = schema.fill_and_check(&mut config) {
-                return Err(WorkflowError::at(fcx.path, ln, format!("step `{}`: config: {}", id.value, schema::summarize(&v)), "fix `config:` to satisfy the step's config-schema (S17)"));
-            }
-        }
         let key = format!("{}/{}", fcx.file, alias.value);
         if !self.graph.plugins.contains_key(&key) {
             let raw = &parsed.raw.plugins[&alias.value].value;
@@ -474,6 +506,19 @@ impl<'a> Builder<'a> {
                 return Err(WorkflowError::at(fcx.path, line(&parsed.raw.plugins[&alias.value].referenced), format!("plugin `{}`: {err}", alias.value), "fix `limits:` / `grants:`"));
             }
             self.graph.plugins.insert(key.clone(), PluginRef { digest: digest.clone(), source: wasm.display().to_string(), sandbox });
+        }
+        let info = info.clone();
+        self.finish_step(e, id, prefix, fcx, key, &info)
+    }
+
+    fn finish_step(&mut self, e: &RawEntry, id: &Spanned<String>, prefix: &str, fcx: &mut FileCx, key: String, info: &StepInfo) -> Result<EntryId, WorkflowError> {
+        let ln = Some(id.referenced.line());
+        let mut config = e.config.clone().unwrap_or_else(|| json!({}));
+        if let Some(cs) = &info.config_schema {
+            let schema = compile_schema(fcx.path, Some(cs.clone()), &format!("config-schema of step {}", info.name))?.unwrap_or_else(|| Schema::new(json!({})));
+            if let Err(v) = schema.fill_and_check(&mut config) {
+                return Err(WorkflowError::at(fcx.path, ln, format!("step `{}`: config: {}", id.value, schema::summarize(&v)), "fix `config:` to satisfy the step's config-schema (S17)"));
+            }
         }
         let retry = merge_retry(&fcx.retry, e.retry.as_ref());
         let schemas = StepSchemas {

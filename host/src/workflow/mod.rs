@@ -6,7 +6,7 @@ mod raw;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use load::{LoadedPlugin, LoadedWorkflow, load_workflow};
+pub use load::{LoadedPlugin, LoadedWorkflow, load_workflow, load_workflow_with};
 
 /// Why a workflow file was refused: the file, the line, what is wrong and how to fix it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -62,6 +62,8 @@ pub struct RawEntry {
     #[serde(default)]
     pub step: Option<Spanned<String>>,
     #[serde(default)]
+    pub native: Option<Spanned<String>>,
+    #[serde(default)]
     pub config: Option<Value>,
     #[serde(default)]
     pub retry: Option<RawRetry>,
