@@ -48,10 +48,17 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Clone, Subcommand, Serialize, Deserialize)]
 pub enum Cmd {
-    /// Start a run and wait until it ends or suspends.
+    /// Start a run and wait until it ends or suspends; with --from-step, a new run from a step
+    /// of an ended run.
     Run {
-        /// The workflow file.
-        file: PathBuf,
+        /// The workflow file (optional with --from-step: the source's stored definition).
+        file: Option<PathBuf>,
+        /// Re-run from this step of the run given by --of.
+        #[arg(long, requires = "of")]
+        from_step: Option<String>,
+        /// The ended run to re-run from.
+        #[arg(long, requires = "from_step")]
+        of: Option<String>,
         /// The run input (JSON).
         #[arg(long, conflicts_with = "input_file")]
         input: Option<String>,
@@ -171,8 +178,10 @@ pub async fn main(cli: Cli) -> i32 {
 fn absolutize(cmd: Cmd) -> Cmd {
     let abs = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
     match cmd {
-        Cmd::Run { file, input, input_file, run_id, json } => Cmd::Run {
-            file: abs(file),
+        Cmd::Run { file, from_step, of, input, input_file, run_id, json } => Cmd::Run {
+            file: file.map(abs),
+            from_step,
+            of,
             input,
             input_file: input_file.map(abs),
             run_id,
@@ -188,8 +197,26 @@ fn absolutize(cmd: Cmd) -> Cmd {
 /// Carries out one command against a runtime that holds the home.
 pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
     match cmd {
-        Cmd::Run { file, input, input_file, run_id, json } => {
-            run(rt, &file, input, input_file, run_id, json, out).await
+        Cmd::Run { file, from_step, of, input, input_file, run_id, json } => {
+            let input = match read_input(input, input_file) {
+                Ok(v) => v,
+                Err(e) => {
+                    out.err(&format!("error: {e}"));
+                    return EXIT_USAGE;
+                }
+            };
+            match (file, from_step, of) {
+                (file, Some(step), Some(of)) => {
+                    rerun(rt, file.as_deref(), &step, &of, input, run_id, json, out).await
+                }
+                (Some(file), _, _) => {
+                    run(rt, &file, input.unwrap_or_else(|| json!({})), run_id, json, out).await
+                }
+                (None, _, _) => {
+                    out.err("error: name a workflow FILE, or use --from-step PATH --of RUN-ID");
+                    EXIT_USAGE
+                }
+            }
         }
         Cmd::Resume { run_id, step, label, foreach_index, data, json } => {
             resume(rt, &run_id, step, label, foreach_index, data, json, out).await
@@ -309,29 +336,59 @@ fn parse_json(text: &str, what: &str) -> Result<Value, String> {
     serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
 }
 
-async fn run(
+fn read_input(input: Option<String>, input_file: Option<PathBuf>) -> Result<Option<Value>, String> {
+    match (input, input_file) {
+        (Some(text), _) => parse_json(&text, "--input").map(Some),
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read --input-file {}: {e}", path.display()))
+            .and_then(|t| parse_json(&t, "--input-file"))
+            .map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn rerun(
     rt: &Runtime,
-    file: &Path,
-    input: Option<String>,
-    input_file: Option<PathBuf>,
+    file: Option<&Path>,
+    step: &str,
+    of: &str,
+    input: Option<Value>,
     run_id: Option<String>,
     json: bool,
     out: &mut dyn Output,
 ) -> i32 {
-    let input = match (input, input_file) {
-        (Some(text), _) => parse_json(&text, "--input"),
-        (None, Some(path)) => std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read --input-file {}: {e}", path.display()))
-            .and_then(|t| parse_json(&t, "--input-file")),
-        (None, None) => Ok(json!({})),
+    let workflow = match file {
+        Some(file) => match load_workflow(file, rt.host()).await {
+            Ok(w) => Some(w),
+            Err(e) => {
+                out.err(&format!("error: {e}"));
+                return EXIT_USAGE;
+            }
+        },
+        None => None,
     };
-    let input = match input {
-        Ok(v) => v,
-        Err(e) => {
-            out.err(&format!("error: {e}"));
-            return EXIT_USAGE;
+    match rt.rerun(of, step, workflow.as_ref(), input, run_id).await {
+        Ok(id) => follow_run(rt, &id, 1, json, out).await,
+        Err(RuntimeError::Refused(Refusal::InvalidData { message, violations })) => {
+            out.err(&format!("error: {message}"));
+            for v in violations {
+                out.err(&format!("{}: {}", if v.path.is_empty() { "/" } else { &v.path }, v.message));
+            }
+            EXIT_USAGE
         }
-    };
+        Err(e) => refuse(out, &e),
+    }
+}
+
+async fn run(
+    rt: &Runtime,
+    file: &Path,
+    input: Value,
+    run_id: Option<String>,
+    json: bool,
+    out: &mut dyn Output,
+) -> i32 {
     let workflow = match load_workflow(file, rt.host()).await {
         Ok(w) => w,
         Err(e) => {

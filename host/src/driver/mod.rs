@@ -195,6 +195,65 @@ impl Runtime {
         Ok(run_id)
     }
 
+    /// Starts a new run from step `path` of the ended run `source` (S94–S99), with the source's
+    /// stored definition, or with `workflow` when given (S96); `input` replaces the step's
+    /// stored input (S99). Returns the new run's id.
+    pub async fn rerun(
+        &self,
+        source: &str,
+        path: &str,
+        workflow: Option<&LoadedWorkflow>,
+        input: Option<Value>,
+        run_id: Option<String>,
+    ) -> Result<String, RuntimeError> {
+        let (src_state, src_graph) = self.load(source)?;
+        let log = self
+            .inner
+            .store
+            .log(source)?
+            .iter()
+            .map(|bytes| serde_json::from_slice::<Event>(bytes))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt(source, e))?;
+        let graph = Arc::new(match workflow {
+            Some(w) => w.graph.clone(),
+            None => src_graph.clone(),
+        });
+        let run_id = run_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
+        let now = now_ms();
+        let state = engine::rerun::rerun(
+            &graph,
+            engine::rerun::RerunRequest {
+                source: &src_state,
+                source_graph: &src_graph,
+                log: &log,
+                path,
+                input,
+                run_id: run_id.clone(),
+                at: now,
+            },
+        )?;
+        let mut plugin_bytes: Vec<(&str, &[u8])> = Vec::new();
+        if let Some(w) = workflow {
+            let mut plugins = lock(&self.inner.plugins);
+            for (digest, p) in &w.plugins {
+                plugins.insert(digest.clone(), p.plugin.clone());
+                plugin_bytes.push((digest.as_str(), p.bytes.as_slice()));
+            }
+        }
+        let definition = serde_json::to_vec(&*graph).map_err(|e| corrupt(&run_id, e))?;
+        let snapshot = serde_json::to_vec(&state).map_err(|e| corrupt(&run_id, e))?;
+        self.inner.store.create_run(NewRun {
+            summary: &summary(&state),
+            definition: &definition,
+            plugins: &plugin_bytes,
+            snapshot: &snapshot,
+        })?;
+        let live = self.spawn(state, graph, 1)?;
+        let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
+        Ok(run_id)
+    }
+
     /// Waits until the run has ended or suspended, and returns its record.
     pub async fn wait(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
         let mut rx = match self.live(run_id) {

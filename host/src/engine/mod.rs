@@ -6,6 +6,7 @@
 pub mod expr;
 pub mod invocation;
 pub mod model;
+pub mod rerun;
 pub mod schema;
 pub mod advance;
 pub mod draw;

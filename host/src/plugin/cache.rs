@@ -87,15 +87,27 @@ pub(crate) fn read_artifact(engine: &Engine, artifact: &Path) -> Result<Componen
             "checksum mismatch (file has {actual}, checksum says {expected})"
         )));
     }
+    deserialize_own(engine, &bytes).map_err(|err| {
+        Miss::Unusable(format!("wasmtime refused it: {}", super::error::one_line(&err)))
+    })
+}
+
+/// Loads an artifact this host wrote: bytes from `Component::serialize`, either just now in
+/// this process or read back from the cache after their checksum matched.
+///
+/// Never call it with other bytes.
+pub(crate) fn deserialize_own(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
     // SAFETY: `Component::deserialize` trusts its input to be an artifact wasmtime produced;
-    // loading arbitrary bytes as machine code would be unsound. These bytes are exactly the ones
-    // whose sha256 we wrote next to them after `Component::serialize` in `write_artifact` (the
-    // checksum was compared above on the very buffer handed over, so nothing can change between
-    // the check and the use). The file name carries the engine fingerprint, and wasmtime itself
-    // still refuses an artifact made for other engine settings or another version.
+    // loading arbitrary bytes as machine code would be unsound. Both callers pass only such
+    // artifacts: `read_artifact` passes the very buffer whose sha256 it just compared with the
+    // checksum we wrote next to the file after `Component::serialize` (so nothing can change
+    // between the check and the use), and `Plugin::variant` passes the output of
+    // `Component::serialize` made a moment earlier in this process. The cache file name carries
+    // the engine fingerprint, and wasmtime itself still refuses an artifact made for other engine
+    // settings or another wasmtime version.
     #[allow(unsafe_code)]
-    let loaded = unsafe { Component::deserialize(engine, &bytes) };
-    loaded.map_err(|err| Miss::Unusable(format!("wasmtime refused it: {}", super::error::one_line(&err))))
+    let loaded = unsafe { Component::deserialize(engine, bytes) };
+    loaded
 }
 
 /// Writes an artifact and its checksum atomically (temporary file + rename each).

@@ -380,3 +380,36 @@ impl PluginHost {
         Ok(plugin.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_epoch_thread_ends_with_the_host() {
+        let host = PluginHost::new(HostConfig {
+            pool: super::super::PoolConfig {
+                slots: 4,
+                ..Default::default()
+            },
+            ..HostConfig::default()
+        })
+        .expect("host");
+        assert!(host.is_pooled());
+        let engines = Arc::downgrade(&host.inner.shared.engines);
+        std::thread::sleep(Duration::from_millis(5));
+        drop(host);
+        // The ticker thread held the last other reference; it has been joined.
+        assert!(engines.upgrade().is_none());
+    }
+
+    #[test]
+    fn pooled_and_on_demand_engines_share_artifacts() {
+        let config = HostConfig::default();
+        let pooled = runtime(EngineKind::Pooled, &config).expect("pooled");
+        let on_demand = runtime(EngineKind::OnDemand, &config).expect("on demand");
+        let fuel = runtime(EngineKind::Fuel, &config).expect("fuel");
+        assert_eq!(pooled.fingerprint, on_demand.fingerprint);
+        assert_ne!(pooled.fingerprint, fuel.fingerprint);
+    }
+}

@@ -226,7 +226,8 @@ pub struct Invocation {
     pub run: Arc<dyn RunAccess>,
     /// Cancellation of the run (or of just this invocation).
     pub abort: AbortHandle,
-    /// The attempt's timeout (S15), counted from the start of the call; `None`: no deadline.
+    /// The attempt's timeout (S15), counted from the start of the call: the step's
+    /// `timeout-ms`. `None`: the sandbox's `limits.timeout-ms`, else no deadline.
     pub deadline: Option<Duration>,
 }
 

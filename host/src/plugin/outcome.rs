@@ -52,6 +52,8 @@ pub(crate) struct Subject<'a> {
     pub(crate) fuel: Option<u64>,
     pub(crate) deadline: Option<Duration>,
     pub(crate) grace: Duration,
+    /// How to raise the deadline, for the timeout message.
+    pub(crate) timeout_hint: &'a str,
 }
 
 impl Subject<'_> {
@@ -78,9 +80,8 @@ impl Subject<'_> {
                 StepFailure::new(
                     "timeout",
                     format!(
-                        "{} did not finish within its deadline{limit}{stop}; raise timeout-ms \
-                         (or limits.timeout-ms) in the workflow file",
-                        self.what
+                        "{} did not finish within its deadline{limit}{stop}{}",
+                        self.what, self.timeout_hint
                     ),
                 )
             }
@@ -240,6 +241,7 @@ mod tests {
             fuel: Some(1000),
             deadline: Some(Duration::from_millis(100)),
             grace: Duration::from_millis(2000),
+            timeout_hint: "",
         }
     }
 

@@ -17,7 +17,7 @@ use super::bindings::exports::weft::plugin::{steps, tools};
 use super::bindings::weft::plugin::types;
 use super::error::{PluginError, one_line};
 use super::host::{EngineKind, Runtime, Shared};
-use super::io::{DiscardEvents, Invocation, NoRun};
+use super::io::{EventSink, GuestEvent, Invocation, NoRun};
 use super::outcome::{Ended, Observed, Subject, bad_patch_failure, guest_failure};
 use super::sandbox::{DirMode, HostPattern, Sandbox};
 use super::state::{AbortView, Emitter, HttpGate, LineStream, MemoryLimiter, Stdio, StoreState};
@@ -260,6 +260,13 @@ impl Plugin {
         }
     }
 
+    /// Makes sure the engine `sandbox` needs has this plugin compiled (the fuel-metering engine
+    /// or the on-demand one for memory above the pool's slot size), so the first invocation
+    /// does not wait for it. Optional: invocations do it on first use.
+    pub async fn prepare(&self, sandbox: &Sandbox) -> Result<(), PluginError> {
+        self.variant(self.kind_for(sandbox)).await.map(|_| ())
+    }
+
     /// Runs step `step` once (S12): a fresh instance in a fresh store with WASI from `sandbox`.
     ///
     /// Never panics and never returns an error: every way the guest can fail becomes a
@@ -294,7 +301,7 @@ impl Plugin {
             bad_patch,
             patches,
         } = observed;
-        let stopped = matches!(ret, Err(Ended::Stopped));
+        let stopped = was_stopped(&ret);
         let outcome = if let Some(cause) = abort {
             Err(subject.aborted(cause, stopped))
         } else {
@@ -340,7 +347,7 @@ impl Plugin {
         };
         let subject = self.subject(&what, sandbox, io.deadline);
         let observed = self.invoke(sandbox, io, call).await;
-        let stopped = matches!(observed.ret, Err(Ended::Stopped));
+        let stopped = was_stopped(&observed.ret);
         if let Some(cause) = observed.abort {
             return Err(subject.aborted(cause, stopped));
         }
@@ -387,14 +394,22 @@ impl Plugin {
             max_output_bytes: sandbox.limits.max_output_bytes(),
             max_output_mib: sandbox.limits.max_output_mib(),
             fuel: sandbox.limits.fuel,
-            deadline,
+            deadline: deadline.or_else(|| sandbox.limits.timeout_ms.map(Duration::from_millis)),
             grace: self.shared.config.abort_grace,
+            timeout_hint: if what == "describe" {
+                ""
+            } else {
+                "; raise timeout-ms (or limits.timeout-ms) in the workflow file"
+            },
         }
     }
 
     /// Calls `describe` of each exported interface in one fresh instance, nothing granted.
     async fn describe(&self) -> Result<(Vec<StepInfo>, Vec<ToolInfo>), PluginError> {
-        let io = Invocation::new(Arc::new(DiscardEvents), Arc::new(NoRun))
+        let sink = Arc::new(TraceEvents {
+            origin: self.origin.clone(),
+        });
+        let io = Invocation::new(sink, Arc::new(NoRun))
             .with_deadline(Some(self.shared.config.describe_timeout));
         let sandbox = Sandbox::default();
         let subject = self.subject("describe", &sandbox, io.deadline);
@@ -403,7 +418,7 @@ impl Plugin {
             origin: self.origin.clone(),
             message,
         };
-        let stopped = matches!(observed.ret, Err(Ended::Stopped));
+        let stopped = was_stopped(&observed.ret);
         if let Some(cause) = observed.abort {
             return Err(failed(subject.aborted(cause, stopped).message));
         }
@@ -504,9 +519,18 @@ impl Plugin {
                 let digest = self.digest.clone();
                 let wasm = self.wasm.clone();
                 let origin = self.origin.clone();
+                let main = self.main.pre.component().clone();
                 tokio::task::spawn_blocking(move || {
                     let rt = shared.engines.get(kind, &shared.config)?;
-                    let component = shared.component_blocking(rt, &digest, &wasm, &origin)?;
+                    // Same fingerprint as the main engine: the compiled code moves over as is.
+                    let reused = (rt.fingerprint == shared.engines.main.fingerprint)
+                        .then(|| main.serialize())
+                        .and_then(Result::ok)
+                        .and_then(|bytes| super::cache::deserialize_own(&rt.engine, &bytes).ok());
+                    let component = match reused {
+                        Some(component) => component,
+                        None => shared.component_blocking(rt, &digest, &wasm, &origin)?,
+                    };
                     Variant::new(rt, &component, &origin).map(Arc::new)
                 })
                 .await
@@ -532,10 +556,17 @@ impl Plugin {
     /// One guest call in a fresh store and instance, under the sandbox's limits, the deadline
     /// and the abort handle.
     async fn invoke(&self, sandbox: &Sandbox, io: Invocation, call: Call) -> Observed<Ret> {
+        // Compiling for another engine (first fuel-metered call) does not count against the
+        // deadline; everything from here on does.
+        let prepared = self.variant(self.kind_for(sandbox)).await;
         let start = Instant::now();
+        // S15: the step's timeout (given by the caller), else the plugin's limits.timeout-ms.
+        let deadline = io
+            .deadline
+            .or_else(|| sandbox.limits.timeout_ms.map(Duration::from_millis));
         let view = AbortView {
             handle: io.abort.clone(),
-            deadline_at: io.deadline.map(|d| start + d),
+            deadline_at: deadline.and_then(|d| start.checked_add(d)),
             grace: self.shared.config.abort_grace,
         };
         let limits = &sandbox.limits;
@@ -557,7 +588,7 @@ impl Plugin {
             Ok(state) => state,
             Err(failure) => return setup_failed(failure, &view),
         };
-        let mut variant = match self.variant(self.kind_for(sandbox)).await {
+        let mut variant = match prepared {
             Ok(v) => v,
             Err(err) => {
                 return setup_failed(
@@ -689,6 +720,28 @@ impl Plugin {
     }
 }
 
+/// True when the host stopped the guest (after the abort grace) rather than the guest returning.
+fn was_stopped<R>(ret: &Result<R, Ended>) -> bool {
+    match ret {
+        Err(Ended::Stopped) => true,
+        Err(Ended::Error(err)) => {
+            err.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt)
+        }
+        _ => false,
+    }
+}
+
+/// Sends the events of `describe` to the host's diagnostic log.
+struct TraceEvents {
+    origin: String,
+}
+
+impl EventSink for TraceEvents {
+    fn emit(&self, event: GuestEvent) {
+        tracing::debug!(plugin = %self.origin, ?event, "event during describe");
+    }
+}
+
 /// The marker error of an instantiation the host stopped.
 #[derive(Debug)]
 struct Stop;
@@ -729,12 +782,7 @@ async fn hard_stop(view: AbortView) {
         if view.must_stop(now) {
             return;
         }
-        let deadline_stop = view.deadline_at.map(|at| at + view.grace);
-        let cancel_stop = view.handle.aborted_at().map(|at| at + view.grace);
-        let next = match (deadline_stop, cancel_stop) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = view.next_stop();
         let timer = async {
             match next {
                 Some(at) => tokio::time::sleep_until(at.into()).await,

@@ -101,7 +101,21 @@ impl AbortView {
     /// True once the grace after the abort has run out: the guest must be stopped.
     pub(crate) fn must_stop(&self, now: Instant) -> bool {
         self.cause(now)
-            .is_some_and(|(_, at)| now >= at + self.grace)
+            .and_then(|(_, at)| at.checked_add(self.grace))
+            .is_some_and(|stop_at| now >= stop_at)
+    }
+
+    /// The earliest instant at which the guest may have to be stopped, as things stand.
+    pub(crate) fn next_stop(&self) -> Option<Instant> {
+        let deadline = self.deadline_at.and_then(|at| at.checked_add(self.grace));
+        let cancel = self
+            .handle
+            .aborted_at()
+            .and_then(|at| at.checked_add(self.grace));
+        match (deadline, cancel) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -123,13 +137,13 @@ impl ResourceLimiter for MemoryLimiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> Result<bool> {
-        let over_limit = desired as u64 > self.max_bytes;
-        let over_max = maximum.is_some_and(|m| desired > m);
-        if over_limit || over_max {
+        if desired as u64 > self.max_bytes {
             self.denied = true;
             return Ok(false);
         }
-        Ok(true)
+        // Beyond the memory's own declared maximum (or the pool's slot): refused, but that is
+        // the guest's own bound, not `limits.memory-mib`.
+        Ok(maximum.is_none_or(|m| desired <= m))
     }
 
     fn table_growing(
@@ -187,12 +201,11 @@ impl PanicSniffer {
             self.message = Some(format!("{} (at {location})", line.trim()));
             return;
         }
+        // `thread '<unnamed>' (1) panicked at src/lib.rs:7:5:`, the message on the next line.
         if line.starts_with("thread '")
-            && let Some((_, rest)) = line.split_once("' panicked at ")
+            && let Some((_, rest)) = line.split_once(" panicked at ")
         {
-            let location = rest.trim().trim_end_matches(':').to_string();
-            // Older formats put the message on the same line: `panicked at 'msg', file:1:2`.
-            self.location = Some(location);
+            self.location = Some(rest.trim().trim_end_matches(':').to_string());
         }
     }
 }
@@ -300,6 +313,10 @@ impl Emitter {
     /// Bytes the guest wrote to stdout or stderr.
     pub(crate) fn stdio(&self, which: Stdio, mut bytes: &[u8]) {
         let mut state = lock(&self.state);
+        if state.stdio_truncated && which == Stdio::Stdout {
+            // Dropped anyway; only stderr is still read, for a panic report.
+            return;
+        }
         let idx = which as usize;
         // Another stream's unfinished line goes out first, to keep call order.
         let other = 1 - idx;
@@ -666,6 +683,22 @@ mod tests {
     }
 
     #[test]
+    fn endless_lines_are_split() {
+        let (log, out) = emitter(100);
+        out.stdio(Stdio::Stdout, &vec![b'x'; MAX_LINE * 2 + 10]);
+        out.finish();
+        let lens: Vec<usize> = log
+            .events()
+            .into_iter()
+            .map(|e| match e {
+                GuestEvent::Log { message, .. } => message.len(),
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(lens, [MAX_LINE, MAX_LINE, 10]);
+    }
+
+    #[test]
     fn big_chunks_fail() {
         let (_log, out) = emitter(10);
         let err = out
@@ -679,7 +712,7 @@ mod tests {
         let (_log, out) = emitter(10);
         out.stdio(
             Stdio::Stderr,
-            b"\nthread '<unnamed>' panicked at src/lib.rs:71:24:\nboom goes the plugin\nnote: run with `RUST_BACKTRACE=1`\n",
+            b"\nthread '<unnamed>' (1) panicked at src/lib.rs:71:24:\nboom goes the plugin\nnote: run with `RUST_BACKTRACE=1`\n",
         );
         assert_eq!(
             out.panic_message().as_deref(),
