@@ -861,7 +861,7 @@ fn settle_ends<'p>(phases: impl Iterator<Item = &'p Phase> + Clone, frame: &Fram
             return Settled::End(End::Failed(e.clone()));
         }
     }
-    if phases.clone().any(|p| matches!(p, Phase::Done(End::Bail(_)))) {
+    if phases.clone().any(|p| matches!(p, Phase::Done(End::Bail(_)))) || cx.bailed(frame).is_some() {
         let v = cx.bailed(frame).unwrap_or(Value::Null);
         return Settled::End(End::Bail(v));
     }
@@ -1673,6 +1673,7 @@ fn drive_foreach(node: &mut Node, entry: &EntryDef, concurrency: u32, frame: &Fr
             node.phase = Phase::Suspended;
             return;
         }
+        Settled::AllSucceeded if pending && cx.cancelling => End::Cancelled,
         Settled::AllSucceeded if pending => {
             // Cannot happen: free slots start pending items. Stay running rather than lose them.
             node.phase = Phase::Running;
@@ -1741,6 +1742,10 @@ fn drive_loop(
         let out = out.clone();
         if cx.cancelling {
             end_node(node, entry, frame, cx, End::Cancelled);
+            return;
+        }
+        if let Some(b) = cx.bailed(frame) {
+            end_node(node, entry, frame, cx, End::Bail(b));
             return;
         }
         let n = *iteration;

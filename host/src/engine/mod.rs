@@ -8,6 +8,9 @@ pub mod invocation;
 pub mod model;
 pub mod rerun;
 pub mod schema;
+
+#[cfg(test)]
+mod proptests;
 pub mod advance;
 pub mod draw;
 pub mod run;
