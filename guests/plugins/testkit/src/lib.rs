@@ -27,6 +27,14 @@ impl Guest for Testkit {
         let mut steps: Vec<StepInfo> = [
             ("echo", "Returns the input unchanged."),
             ("inc", "Input {n: number} -> {n: n + 1}."),
+            ("mul", "Input {n: number} -> {n: n * config.by}."),
+            ("sum", "Input an object of {n: number} members -> {n: their sum}."),
+            ("double", "Input a number -> twice that number."),
+            (
+                "append",
+                "Appends `<step_path> <attempt>` as a line to the file config.file (in a granted \
+                 directory), then returns the input.",
+            ),
             (
                 "context",
                 "Returns the step context: run_id, workflow_id, step_path, attempt, input, \
@@ -155,6 +163,10 @@ impl Guest for Testkit {
         match name.as_str() {
             "echo" => Ok(Outcome::Done(ctx.input)),
             "inc" => inc(&ctx.input),
+            "mul" => mul(&ctx),
+            "sum" => sum(&ctx),
+            "double" => double(&ctx),
+            "append" => append(&ctx),
             "context" => context(&ctx),
             "fail" => fail(ctx),
             "set-state" => set_state(ctx),
@@ -234,6 +246,51 @@ fn number(x: f64) -> Value {
         return Value::from(x as i64);
     }
     Value::from(x)
+}
+
+fn field_num(v: Option<&Value>, what: &str) -> Result<f64, Failure> {
+    v.and_then(Value::as_f64)
+        .ok_or_else(|| failure("invalid-input", &format!("{what} must be a number"), false))
+}
+
+fn mul(ctx: &StepContext) -> Result<Outcome, Failure> {
+    let n = field_num(input(ctx)?.get("n"), "input.n")?;
+    let by = field_num(config(ctx)?.get("by"), "config.by")?;
+    Ok(done(&json!({ "n": number(n * by) })))
+}
+
+fn sum(ctx: &StepContext) -> Result<Outcome, Failure> {
+    let value = input(ctx)?;
+    let members = value
+        .as_object()
+        .ok_or_else(|| failure("invalid-input", "input must be an object", false))?;
+    let mut total = 0.0;
+    for member in members.values() {
+        total += field_num(member.get("n"), "each member's n")?;
+    }
+    Ok(done(&json!({ "n": number(total) })))
+}
+
+fn double(ctx: &StepContext) -> Result<Outcome, Failure> {
+    let n = field_num(Some(&input(ctx)?), "the input")?;
+    Ok(done(&number(n * 2.0)))
+}
+
+fn append(ctx: &StepContext) -> Result<Outcome, Failure> {
+    use std::io::Write;
+    let config = config(ctx)?;
+    let file = config
+        .get("file")
+        .and_then(Value::as_str)
+        .ok_or_else(|| failure("invalid-config", "config.file must be a path", false))?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .map_err(|e| failure("io-error", &format!("{file}: {e}"), true))?;
+    writeln!(f, "{} {}", ctx.step_path, ctx.attempt)
+        .map_err(|e| failure("io-error", &format!("{file}: {e}"), true))?;
+    Ok(Outcome::Done(ctx.input.clone()))
 }
 
 fn inc(input: &str) -> Result<Outcome, Failure> {
