@@ -288,7 +288,9 @@ fn append(ctx: &StepContext) -> Result<Outcome, Failure> {
         .append(true)
         .open(file)
         .map_err(|e| failure("io-error", &format!("{file}: {e}"), true))?;
-    writeln!(f, "{} {}", ctx.step_path, ctx.attempt)
+    // One write call, so a crash never leaves half a line.
+    let line = format!("{} {}\n", ctx.step_path, ctx.attempt);
+    f.write_all(line.as_bytes())
         .map_err(|e| failure("io-error", &format!("{file}: {e}"), true))?;
     Ok(Outcome::Done(ctx.input.clone()))
 }
