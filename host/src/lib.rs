@@ -12,3 +12,4 @@ pub mod driver;
 pub mod builder;
 pub mod cli;
 pub mod native;
+pub mod server;

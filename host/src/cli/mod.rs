@@ -138,6 +138,12 @@ pub enum Cmd {
         #[arg(long, default_value = "mermaid")]
         format: String,
     },
+    /// Serve the HTTP API and the web view; recover every run no process drives (S101).
+    Serve {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: String,
+    },
     /// Plugins.
     #[command(subcommand)]
     Plugin(PluginCmd),
@@ -308,6 +314,31 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                     EXIT_USAGE
                 }
             }
+        }
+        Cmd::Serve { addr } => {
+            let listener = match tokio::net::TcpListener::bind(&addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    out.err(&format!("error: cannot listen on {addr}: {e}"));
+                    return EXIT_USAGE;
+                }
+            };
+            match rt.recover_all() {
+                Ok(ids) if !ids.is_empty() => out.err(&format!("recovered {} runs: {}", ids.len(), ids.join(", "))),
+                Ok(_) => {}
+                Err(e) => out.err(&format!("warning: recovery failed: {e}")),
+            }
+            out.err(&format!("serving http://{} (home {})", listener.local_addr().map(|a| a.to_string()).unwrap_or(addr), rt.home().display()));
+            tokio::select! {
+                r = crate::server::serve(rt.clone(), listener) => {
+                    if let Err(e) = r {
+                        out.err(&format!("error: {e}"));
+                        return EXIT_FAILED;
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => out.err("stopping"),
+            }
+            EXIT_OK
         }
         Cmd::Plugin(PluginCmd::Inspect { file }) => match rt.host().load_file(&file, None).await {
             Ok(p) => {
