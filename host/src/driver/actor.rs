@@ -17,6 +17,9 @@ use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, S
 use crate::native::NATIVE_PLUGIN;
 use crate::store::Commit;
 
+/// The most transitions between two snapshots of a running run.
+const SNAPSHOT_EVERY: u32 = 64;
+
 /// What reaches a run's actor.
 pub enum Msg {
     /// An orchestration event.
@@ -46,6 +49,8 @@ pub struct Actor {
     tx: mpsc::UnboundedSender<Msg>,
     events: broadcast::Sender<Arc<StoredEvent>>,
     next_seq: u64,
+    /// Transitions committed since the last snapshot.
+    unsnapshotted: u32,
     in_flight: HashMap<u64, InFlight>,
     sandboxes: HashMap<String, Arc<Sandbox>>,
 }
@@ -66,6 +71,7 @@ impl Actor {
             tx,
             events,
             next_seq,
+            unsnapshotted: 0,
             in_flight: HashMap::new(),
             sandboxes: HashMap::new(),
         }
@@ -231,7 +237,16 @@ impl Actor {
                 other => effects.push(other),
             }
         }
-        self.persist(Some(&event), &stored, true)?;
+        // The log alone rebuilds the state (the core is deterministic), so a snapshot is taken
+        // only every SNAPSHOT_EVERY transitions and whenever the status changes.
+        self.unsnapshotted += 1;
+        let snapshot = self.state.status != before
+            || self.state.status != crate::engine::RunStatus::Running
+            || self.unsnapshotted >= SNAPSHOT_EVERY;
+        if snapshot {
+            self.unsnapshotted = 0;
+        }
+        self.persist(Some(&event), &stored, snapshot)?;
         if self.rt.inner.config.sync_writes {
             self.rt.inner.syncer.sync().await?;
         }

@@ -210,11 +210,19 @@ impl Runtime {
         let log = self
             .inner
             .store
-            .log(source)?
+            .log(source, 0)?
             .iter()
             .map(|bytes| serde_json::from_slice::<Event>(bytes))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| corrupt(source, e))?;
+        let base: RunState = self
+            .inner
+            .store
+            .base(source)?
+            .map(|b| serde_json::from_slice(&b))
+            .transpose()
+            .map_err(|e| corrupt(source, e))?
+            .ok_or_else(|| RuntimeError::UnknownRun(source.into()))?;
         let graph = Arc::new(match workflow {
             Some(w) => w.graph.clone(),
             None => src_graph.clone(),
@@ -226,6 +234,7 @@ impl Runtime {
             engine::rerun::RerunRequest {
                 source: &src_state,
                 source_graph: &src_graph,
+                base,
                 log: &log,
                 path,
                 input,
@@ -422,16 +431,23 @@ impl Runtime {
         lock(&self.inner.live).get(run_id).cloned()
     }
 
+    /// The run's latest state: its snapshot, with the log events after it folded in again.
     fn load(&self, run_id: &str) -> Result<(RunState, Graph), RuntimeError> {
         let store = &self.inner.store;
-        let snapshot = store
+        let (snapshot, pos) = store
             .snapshot(run_id)?
             .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
         let definition = store
             .definition(run_id)?
             .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
-        let state: RunState = serde_json::from_slice(&snapshot).map_err(|e| corrupt(run_id, e))?;
+        let mut state: RunState =
+            serde_json::from_slice(&snapshot).map_err(|e| corrupt(run_id, e))?;
         let graph: Graph = serde_json::from_slice(&definition).map_err(|e| corrupt(run_id, e))?;
+        for bytes in store.log(run_id, pos)? {
+            let event: Event = serde_json::from_slice(&bytes).map_err(|e| corrupt(run_id, e))?;
+            // A refused event was stored only if it changed nothing; replaying it changes nothing.
+            let _ = engine::advance(&mut state, &graph, event);
+        }
         Ok((state, graph))
     }
 

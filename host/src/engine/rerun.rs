@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::advance::{advance, new_run};
+use super::advance::advance;
 use super::model::{EntryId, EntryKind, Graph};
 use super::run::*;
 use super::schema;
@@ -20,6 +20,8 @@ pub struct RerunRequest<'a> {
     pub source: &'a RunState,
     /// The graph the source ran.
     pub source_graph: &'a Graph,
+    /// The source's first state, from which its log folds.
+    pub base: RunState,
     /// The source's orchestration log, in order.
     pub log: &'a [Event],
     /// The step to start from.
@@ -72,12 +74,7 @@ pub fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Refusal> 
             source.run_id
         )));
     }
-    let mut state = new_run(
-        req.source_graph,
-        source.run_id.clone(),
-        source.input.clone(),
-        source.created_at,
-    );
+    let mut state = req.base;
     for event in req.log {
         let _ = advance(&mut state, req.source_graph, event.clone());
         if state.records.contains_key(path) {

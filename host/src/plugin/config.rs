@@ -46,11 +46,13 @@ pub struct PoolConfig {
     pub enabled: bool,
     /// How many component instances may be live at once (default 1000).
     pub slots: u32,
-    /// Core instances reserved per slot (default 8; a Rust component has 3 or 4).
+    /// Core instances in the pool per slot (default 8; a Rust component uses 3).
     pub core_instances_per_slot: u32,
-    /// Linear memories reserved per slot (default 2; a Rust component has 1).
+    /// Linear memories in the pool per slot (default 1, what a Rust component uses). Each one
+    /// reserves 4 GiB + 32 MiB of address space (not memory): 1000 slots reserve about 4 TiB, so
+    /// a process holding many hosts at once (tests) should use fewer slots.
     pub memories_per_slot: u32,
-    /// Tables reserved per slot (default 4; a Rust component has 2).
+    /// Tables in the pool per slot (default 4; a Rust component uses 2).
     pub tables_per_slot: u32,
     /// Elements per table (default 20 000).
     pub table_elements: u32,
@@ -62,7 +64,7 @@ impl Default for PoolConfig {
             enabled: true,
             slots: 1000,
             core_instances_per_slot: 8,
-            memories_per_slot: 2,
+            memories_per_slot: 1,
             tables_per_slot: 4,
             table_elements: 20_000,
         }

@@ -250,6 +250,21 @@ impl Shared {
     }
 }
 
+/// Pooling allocator slots in use, from [`PluginHost::pool_usage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUsage {
+    /// Live component instances.
+    pub component_instances: u64,
+    /// Live core instances.
+    pub core_instances: u64,
+    /// Linear memories in use.
+    pub memories: u64,
+    /// Tables in use.
+    pub tables: u64,
+    /// Fiber stacks in use.
+    pub stacks: u64,
+}
+
 /// Runs WebAssembly plugins: one per process, cheap to clone.
 ///
 /// Plugins are loaded by content digest, compiled once per digest per process and cached on
@@ -323,6 +338,21 @@ impl PluginHost {
     /// True when the main engine uses the pooling allocator.
     pub fn is_pooled(&self) -> bool {
         self.inner.shared.engines.main.kind == EngineKind::Pooled
+    }
+
+    /// What the pooling allocator has in use right now (`None` without pooling).
+    pub fn pool_usage(&self) -> Option<PoolUsage> {
+        let engines = &self.inner.shared.engines;
+        if engines.main.kind != EngineKind::Pooled {
+            return None;
+        }
+        engines.main.engine.pooling_allocator_metrics().map(|m| PoolUsage {
+            component_instances: m.component_instances(),
+            core_instances: m.core_instances(),
+            memories: m.memories() as u64,
+            tables: m.tables() as u64,
+            stacks: m.stacks() as u64,
+        })
     }
 
     /// How many times a component was compiled by this host (not loaded from the disk cache).

@@ -43,7 +43,7 @@ mod state;
 
 pub use config::{HostConfig, PoolConfig};
 pub use error::PluginError;
-pub use host::PluginHost;
+pub use host::{PluginHost, PoolUsage};
 pub use io::{
     AbortHandle, DiscardEvents, EventLog, EventSink, GuestEvent, Invocation, LogLevel, NoRun,
     RunAccess,

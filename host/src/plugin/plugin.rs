@@ -584,6 +584,10 @@ impl Plugin {
             bad_patch: None,
             patches: Vec::new(),
         };
+        if view.handle.is_aborted() {
+            // Cancelled before it started: nothing new starts (S76).
+            return setup_failed(StepFailure::new("cancelled", "cancelled before it started"), &view);
+        }
         let state = match self.store_state(sandbox, &io, view.clone(), out.clone()) {
             Ok(state) => state,
             Err(failure) => return setup_failed(failure, &view),

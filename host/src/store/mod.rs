@@ -66,7 +66,7 @@ pub struct Commit<'a> {
     pub event: Option<&'a [u8]>,
     /// Tracking events, by `seq`.
     pub events: &'a [(u64, Vec<u8>)],
-    /// The new snapshot.
+    /// The new snapshot, taken after this commit's event: it covers the whole log so far.
     pub snapshot: Option<&'a [u8]>,
     /// The new summary.
     pub summary: Option<&'a RunSummary>,
@@ -80,16 +80,18 @@ pub trait Store: Send + Sync + 'static {
     fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError>;
     /// Makes every write so far durable (fsync).
     fn sync(&self) -> Result<(), StoreError>;
-    /// The latest snapshot.
-    fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The latest snapshot, and how many orchestration events of the log it covers.
+    fn snapshot(&self, run_id: &str) -> Result<Option<(Vec<u8>, u64)>, StoreError>;
+    /// The run's first snapshot, from which its whole log folds.
+    fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// The stored definition.
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// A component by digest.
     fn plugin(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// Tracking events with `seq >= from`, in order.
     fn events(&self, run_id: &str, from: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError>;
-    /// The orchestration log, in order.
-    fn log(&self, run_id: &str) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// The orchestration log from entry `from` (0-based) on, in order.
+    fn log(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError>;
     /// The summary of one run.
     fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError>;
     /// Every run's summary, newest first.

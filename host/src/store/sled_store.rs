@@ -31,6 +31,8 @@ fn seq_key(kind: u8, run: &str, n: u64) -> Vec<u8> {
 }
 
 const SNAPSHOT: u8 = b's';
+const SNAPSHOT_POS: u8 = b'q';
+const BASE: u8 = b'b';
 const DEFINITION: u8 = b'd';
 const SUMMARY: u8 = b'r';
 const EVENT: u8 = b'e';
@@ -100,6 +102,8 @@ impl Store for SledStore {
         batch.insert(key(SUMMARY, id), Self::summary_bytes(run.summary)?);
         batch.insert(key(DEFINITION, id), run.definition);
         batch.insert(key(SNAPSHOT, id), run.snapshot);
+        batch.insert(key(SNAPSHOT_POS, id), &0u64.to_be_bytes());
+        batch.insert(key(BASE, id), run.snapshot);
         for (digest, bytes) in run.plugins {
             let k = key(PLUGIN, digest);
             if !self.data.contains_key(&k).map_err(backend)? {
@@ -111,16 +115,18 @@ impl Store for SledStore {
 
     fn commit(&self, c: Commit<'_>) -> Result<(), StoreError> {
         let mut batch = Batch::default();
+        let mut logged = self.next_log(c.run_id)?;
         if let Some(event) = c.event {
-            let n = self.next_log(c.run_id)?;
-            batch.insert(seq_key(LOG, c.run_id, n), event);
-            batch.insert(key(LOG_NEXT, c.run_id), &(n + 1).to_be_bytes());
+            batch.insert(seq_key(LOG, c.run_id, logged), event);
+            logged += 1;
+            batch.insert(key(LOG_NEXT, c.run_id), &logged.to_be_bytes());
         }
         for (seq, bytes) in c.events {
             batch.insert(seq_key(EVENT, c.run_id, *seq), bytes.as_slice());
         }
         if let Some(snapshot) = c.snapshot {
             batch.insert(key(SNAPSHOT, c.run_id), snapshot);
+            batch.insert(key(SNAPSHOT_POS, c.run_id), &logged.to_be_bytes());
         }
         if let Some(summary) = c.summary {
             batch.insert(key(SUMMARY, c.run_id), Self::summary_bytes(summary)?);
@@ -132,8 +138,21 @@ impl Store for SledStore {
         self.db.flush().map(|_| ()).map_err(backend)
     }
 
-    fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.data.get(key(SNAPSHOT, run_id)).map_err(backend)?.map(|v| v.to_vec()))
+    fn snapshot(&self, run_id: &str) -> Result<Option<(Vec<u8>, u64)>, StoreError> {
+        let Some(state) = self.data.get(key(SNAPSHOT, run_id)).map_err(backend)? else {
+            return Ok(None);
+        };
+        let pos = self
+            .data
+            .get(key(SNAPSHOT_POS, run_id))
+            .map_err(backend)?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+            .map_or(0, u64::from_be_bytes);
+        Ok(Some((state.to_vec(), pos)))
+    }
+
+    fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.data.get(key(BASE, run_id)).map_err(backend)?.map(|v| v.to_vec()))
     }
 
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -148,8 +167,8 @@ impl Store for SledStore {
         self.scan(EVENT, run_id, from)
     }
 
-    fn log(&self, run_id: &str) -> Result<Vec<Vec<u8>>, StoreError> {
-        Ok(self.scan(LOG, run_id, 0)?.into_iter().map(|(_, v)| v).collect())
+    fn log(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError> {
+        Ok(self.scan(LOG, run_id, from)?.into_iter().map(|(_, v)| v).collect())
     }
 
     fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError> {
