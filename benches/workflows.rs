@@ -40,7 +40,12 @@ fn scenarios() -> Vec<Scenario> {
         .map(|i| format!("  - {{ id: s{i}, plugin: kit, step: inc }}\n"))
         .collect();
     let arms: String = (0..8)
-        .map(|k| format!("        - {{ id: a{k}, plugin: kit, step: mul, config: {{ by: {} }} }}\n", k + 1))
+        .map(|k| {
+            format!(
+                "        - {{ id: a{k}, plugin: kit, step: mul, config: {{ by: {} }} }}\n",
+                k + 1
+            )
+        })
         .collect();
     vec![
         Scenario {
@@ -83,7 +88,9 @@ fn scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "suspend_resume",
-            yaml: format!("id: suspend-resume\n{plugin}steps:\n  - {{ id: wait, plugin: kit, step: suspend }}\n"),
+            yaml: format!(
+                "id: suspend-resume\n{plugin}steps:\n  - {{ id: wait, plugin: kit, step: suspend }}\n"
+            ),
             input: json!({"n": 0}),
             steps: 2,
             in_flight: 64,
@@ -135,7 +142,9 @@ async fn batch(rt: &Runtime, w: &Arc<LoadedWorkflow>, s: &Scenario) {
     let mut tasks = Vec::with_capacity(s.in_flight);
     for _ in 0..s.in_flight {
         let (rt, w, input, resume) = (rt.clone(), w.clone(), s.input.clone(), s.resume);
-        tasks.push(tokio::spawn(async move { one(&rt, &w, &input, resume).await }));
+        tasks.push(tokio::spawn(
+            async move { one(&rt, &w, &input, resume).await },
+        ));
     }
     for t in tasks {
         t.await.expect("run task");
@@ -218,7 +227,8 @@ fn main() {
         if picked("floor") {
             floor(dir.path()).await;
         }
-        let runtime = Runtime::open(&dir.path().join("home"), RuntimeConfig::default()).expect("runtime");
+        let runtime =
+            Runtime::open(&dir.path().join("home"), RuntimeConfig::default()).expect("runtime");
         for s in scenarios() {
             if picked(s.name) {
                 run_scenario(&runtime, dir.path(), &s).await;

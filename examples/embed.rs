@@ -23,9 +23,10 @@ async fn main() -> anyhow::Result<()> {
     rt.register(
         "price",
         NativeStep::new(|call| async move {
-            let qty = call.call.input["qty"].as_f64().context("qty").map_err(|e| {
-                StepFailure::new("invalid-input", e.to_string()).not_retryable()
-            })?;
+            let qty = call.call.input["qty"]
+                .as_f64()
+                .context("qty")
+                .map_err(|e| StepFailure::new("invalid-input", e.to_string()).not_retryable())?;
             call.write(json!({ "pricing": qty }));
             Ok(StepOutcome::Done(json!({ "amount": qty * 450.0 })))
         })
@@ -45,7 +46,10 @@ async fn main() -> anyhow::Result<()> {
 
     let run_id = rt.start(&workflow, json!({ "qty": 3 }), None).await?;
     let record = rt.wait(&run_id).await?;
-    anyhow::ensure!(record.status == RunStatus::Suspended, "expected a suspension");
+    anyhow::ensure!(
+        record.status == RunStatus::Suspended,
+        "expected a suspension"
+    );
     println!("suspended: {}", serde_json::to_string(&record.suspended)?);
 
     // Days later, in another request handler: the manager approves.
@@ -61,6 +65,9 @@ async fn main() -> anyhow::Result<()> {
         println!("first event: {}", serde_json::to_string(&*event)?);
     }
     println!("result: {}", serde_json::to_string(&record.result)?);
-    anyhow::ensure!(record.status == RunStatus::Success, "the run did not succeed");
+    anyhow::ensure!(
+        record.status == RunStatus::Success,
+        "the run did not succeed"
+    );
     Ok(())
 }

@@ -98,7 +98,11 @@ impl WorkflowBuilder {
     /// Checks the workflow and loads its plugins, like `weft run` does with a file. Relative
     /// paths are relative to the current directory.
     pub async fn build(&self, rt: &Runtime) -> Result<LoadedWorkflow, WorkflowError> {
-        let id = self.doc.get("id").and_then(Value::as_str).unwrap_or("workflow");
+        let id = self
+            .doc
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("workflow");
         let text = self.document().to_string();
         rt.load_workflow_text(&format!("{id}.workflow.json"), &text)
             .await

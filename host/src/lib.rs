@@ -4,12 +4,12 @@
 //! [`plugin`] runs WebAssembly components, [`store`] keeps runs durable, [`driver`] ties them
 //! together, and [`cli`] is the command line on top.
 
-pub mod engine;
-pub mod plugin;
-pub mod store;
-pub mod workflow;
-pub mod driver;
 pub mod builder;
 pub mod cli;
+pub mod driver;
+pub mod engine;
 pub mod native;
+pub mod plugin;
 pub mod server;
+pub mod store;
+pub mod workflow;

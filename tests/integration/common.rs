@@ -84,7 +84,10 @@ pub fn kinds(events: &[StoredEvent]) -> Vec<String> {
     events
         .iter()
         .map(|e| {
-            let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            let kind = serde_json::to_value(e.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
             match &e.path {
                 Some(p) => format!("{kind}:{p}"),
                 None => kind,

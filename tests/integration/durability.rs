@@ -87,7 +87,10 @@ fn s100_s102_s104_runs_killed_at_random_moments_recover_without_rerunning_comple
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
         // What was stored as completed before the crash never runs again.
-        let shown = weft(&home).args(["show", &run, "--json"]).output().expect("show");
+        let shown = weft(&home)
+            .args(["show", &run, "--json"])
+            .output()
+            .expect("show");
         let completed: Vec<String> = if shown.status.success() {
             let rec: Value = serde_json::from_slice(&shown.stdout).expect("record");
             rec["steps"]
@@ -124,7 +127,11 @@ fn s100_s102_s104_runs_killed_at_random_moments_recover_without_rerunning_comple
         assert_eq!(result["n"], json!(round), "round {round}");
         let after_lines = lines(&log);
         for step in ["s1", "s2", "s3", "s4", "s5", "s6"] {
-            assert!(count(&after_lines, step) >= 1, "round {round}: {step} never ran; kill after {after} lines; before {before:?} after {after_lines:?} completed {completed:?} log {}", log.display());
+            assert!(
+                count(&after_lines, step) >= 1,
+                "round {round}: {step} never ran; kill after {after} lines; before {before:?} after {after_lines:?} completed {completed:?} log {}",
+                log.display()
+            );
             if completed.iter().any(|c| c == step) {
                 assert_eq!(
                     count(&after_lines, step),
@@ -133,7 +140,10 @@ fn s100_s102_s104_runs_killed_at_random_moments_recover_without_rerunning_comple
                 );
             } else {
                 // At most the one invocation in flight at the crash runs twice (S104).
-                assert!(count(&after_lines, step) <= 2, "round {round}: {step} ran 3 times");
+                assert!(
+                    count(&after_lines, step) <= 2,
+                    "round {round}: {step} ran 3 times"
+                );
             }
         }
     }

@@ -173,7 +173,10 @@ pub async fn main(cli: Cli) -> i32 {
         Err(open_err) => match control::forward(&cli.home, &cmd, &mut out).await {
             Some(code) => code,
             None => {
-                out.err(&format!("error: cannot open home {}: {open_err}", cli.home.display()));
+                out.err(&format!(
+                    "error: cannot open home {}: {open_err}",
+                    cli.home.display()
+                ));
                 EXIT_USAGE
             }
         },
@@ -184,7 +187,15 @@ pub async fn main(cli: Cli) -> i32 {
 fn absolutize(cmd: Cmd) -> Cmd {
     let abs = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
     match cmd {
-        Cmd::Run { file, from_step, of, input, input_file, run_id, json } => Cmd::Run {
+        Cmd::Run {
+            file,
+            from_step,
+            of,
+            input,
+            input_file,
+            run_id,
+            json,
+        } => Cmd::Run {
             file: file.map(abs),
             from_step,
             of,
@@ -194,8 +205,13 @@ fn absolutize(cmd: Cmd) -> Cmd {
             json,
         },
         Cmd::Validate { file } => Cmd::Validate { file: abs(file) },
-        Cmd::Graph { file, format } => Cmd::Graph { file: abs(file), format },
-        Cmd::Plugin(PluginCmd::Inspect { file }) => Cmd::Plugin(PluginCmd::Inspect { file: abs(file) }),
+        Cmd::Graph { file, format } => Cmd::Graph {
+            file: abs(file),
+            format,
+        },
+        Cmd::Plugin(PluginCmd::Inspect { file }) => {
+            Cmd::Plugin(PluginCmd::Inspect { file: abs(file) })
+        }
         other => other,
     }
 }
@@ -203,7 +219,15 @@ fn absolutize(cmd: Cmd) -> Cmd {
 /// Carries out one command against a runtime that holds the home.
 pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
     match cmd {
-        Cmd::Run { file, from_step, of, input, input_file, run_id, json } => {
+        Cmd::Run {
+            file,
+            from_step,
+            of,
+            input,
+            input_file,
+            run_id,
+            json,
+        } => {
             let input = match read_input(input, input_file) {
                 Ok(v) => v,
                 Err(e) => {
@@ -216,7 +240,15 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                     rerun(rt, file.as_deref(), &step, &of, input, run_id, json, out).await
                 }
                 (Some(file), _, _) => {
-                    run(rt, &file, input.unwrap_or_else(|| json!({})), run_id, json, out).await
+                    run(
+                        rt,
+                        &file,
+                        input.unwrap_or_else(|| json!({})),
+                        run_id,
+                        json,
+                        out,
+                    )
+                    .await
                 }
                 (None, _, _) => {
                     out.err("error: name a workflow FILE, or use --from-step PATH --of RUN-ID");
@@ -224,9 +256,14 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                 }
             }
         }
-        Cmd::Resume { run_id, step, label, foreach_index, data, json } => {
-            resume(rt, &run_id, step, label, foreach_index, data, json, out).await
-        }
+        Cmd::Resume {
+            run_id,
+            step,
+            label,
+            foreach_index,
+            data,
+            json,
+        } => resume(rt, &run_id, step, label, foreach_index, data, json, out).await,
         Cmd::Cancel { run_id } => match rt.cancel(&run_id).await {
             Ok(()) => {
                 out.err(&format!("cancel of run {run_id} accepted"));
@@ -266,7 +303,11 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             }
             Err(e) => refuse(out, &e),
         },
-        Cmd::Watch { run_id, from_seq, follow } => {
+        Cmd::Watch {
+            run_id,
+            from_seq,
+            follow,
+        } => {
             let mut rx = match rt.watch(&run_id, from_seq) {
                 Ok(rx) => rx,
                 Err(e) => return refuse(out, &e),
@@ -300,7 +341,9 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                 "mermaid" => Format::Mermaid,
                 "dot" => Format::Dot,
                 other => {
-                    out.err(&format!("error: unknown format `{other}`; use mermaid or dot"));
+                    out.err(&format!(
+                        "error: unknown format `{other}`; use mermaid or dot"
+                    ));
                     return EXIT_USAGE;
                 }
             };
@@ -324,11 +367,17 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                 }
             };
             match rt.recover_all() {
-                Ok(ids) if !ids.is_empty() => out.err(&format!("recovered {} runs: {}", ids.len(), ids.join(", "))),
+                Ok(ids) if !ids.is_empty() => {
+                    out.err(&format!("recovered {} runs: {}", ids.len(), ids.join(", ")))
+                }
                 Ok(_) => {}
                 Err(e) => out.err(&format!("warning: recovery failed: {e}")),
             }
-            out.err(&format!("serving http://{} (home {})", listener.local_addr().map(|a| a.to_string()).unwrap_or(addr), rt.home().display()));
+            out.err(&format!(
+                "serving http://{} (home {})",
+                listener.local_addr().map(|a| a.to_string()).unwrap_or(addr),
+                rt.home().display()
+            ));
             tokio::select! {
                 r = crate::server::serve(rt.clone(), listener) => {
                     if let Err(e) = r {
@@ -401,10 +450,17 @@ async fn rerun(
     };
     match rt.rerun(of, step, workflow.as_ref(), input, run_id).await {
         Ok(id) => follow_run(rt, &id, 1, json, out).await,
-        Err(RuntimeError::Refused(Refusal::InvalidData { message, violations })) => {
+        Err(RuntimeError::Refused(Refusal::InvalidData {
+            message,
+            violations,
+        })) => {
             out.err(&format!("error: {message}"));
             for v in violations {
-                out.err(&format!("{}: {}", if v.path.is_empty() { "/" } else { &v.path }, v.message));
+                out.err(&format!(
+                    "{}: {}",
+                    if v.path.is_empty() { "/" } else { &v.path },
+                    v.message
+                ));
             }
             EXIT_USAGE
         }
@@ -432,7 +488,11 @@ async fn run(
         Err(RuntimeError::InvalidInput(violations)) => {
             out.err("error: invalid run input:");
             for v in violations {
-                let path = if v.path.is_empty() { "/".to_string() } else { v.path };
+                let path = if v.path.is_empty() {
+                    "/".to_string()
+                } else {
+                    v.path
+                };
                 out.err(&format!("{path}: {}", v.message));
             }
             return EXIT_USAGE;
@@ -470,7 +530,8 @@ async fn resume(
         }
         Err(e) => return refuse(out, &e),
     };
-    let recover_only = step.is_none() && label.is_none() && foreach_index.is_none() && data.is_none();
+    let recover_only =
+        step.is_none() && label.is_none() && foreach_index.is_none() && data.is_none();
     let request = ResumeRequest {
         step,
         label,
@@ -479,10 +540,17 @@ async fn resume(
     };
     match rt.resume(run_id, request, recover_only).await {
         Ok(()) => follow_run(rt, run_id, from, json, out).await,
-        Err(RuntimeError::Refused(Refusal::InvalidData { message, violations })) => {
+        Err(RuntimeError::Refused(Refusal::InvalidData {
+            message,
+            violations,
+        })) => {
             out.err(&format!("error: {message}"));
             for v in violations {
-                out.err(&format!("{}: {}", if v.path.is_empty() { "/" } else { &v.path }, v.message));
+                out.err(&format!(
+                    "{}: {}",
+                    if v.path.is_empty() { "/" } else { &v.path },
+                    v.message
+                ));
             }
             EXIT_USAGE
         }
@@ -491,7 +559,13 @@ async fn resume(
 }
 
 /// Prints progress from `from` on to stderr until the run ends or suspends, then the result.
-async fn follow_run(rt: &Runtime, run_id: &str, from: u64, json: bool, out: &mut dyn Output) -> i32 {
+async fn follow_run(
+    rt: &Runtime,
+    run_id: &str,
+    from: u64,
+    json: bool,
+    out: &mut dyn Output,
+) -> i32 {
     if let Ok(mut rx) = rt.watch(run_id, from) {
         while let Some(ev) = rx.recv().await {
             out.err(&output::progress_line(&ev));
@@ -525,16 +599,28 @@ fn print_record(out: &mut dyn Output, record: &RunRecord, json: bool) {
         out.line(&serde_json::to_string(record).unwrap_or_default());
         return;
     }
-    out.line(&format!("run {} ({}): {}", record.run_id, record.workflow_id, record.status));
+    out.line(&format!(
+        "run {} ({}): {}",
+        record.run_id, record.workflow_id, record.status
+    ));
     for (path, step) in &record.steps {
         let status = serde_json::to_value(step.status).unwrap_or_default();
-        out.line(&format!("  {path:<32} {}", status.as_str().unwrap_or_default()));
+        out.line(&format!(
+            "  {path:<32} {}",
+            status.as_str().unwrap_or_default()
+        ));
     }
     if let Some(result) = &record.result {
-        out.line(&format!("result: {}", serde_json::to_string_pretty(result).unwrap_or_default()));
+        out.line(&format!(
+            "result: {}",
+            serde_json::to_string_pretty(result).unwrap_or_default()
+        ));
     }
     if let Some(error) = &record.error {
-        out.line(&format!("error: [{}] {} (at {})", error.code, error.message, error.step));
+        out.line(&format!(
+            "error: [{}] {} (at {})",
+            error.code, error.message, error.step
+        ));
     }
     if let Some(t) = &record.tripwire {
         out.line(&format!("tripwire: {}", t.reason));
@@ -544,11 +630,16 @@ fn print_record(out: &mut dyn Output, record: &RunRecord, json: bool) {
             out.line(&format!(
                 "suspended: {}{} labels {:?} payload {}",
                 s.path,
-                s.foreach_index.map(|i| format!(" [item {i}]")).unwrap_or_default(),
+                s.foreach_index
+                    .map(|i| format!(" [item {i}]"))
+                    .unwrap_or_default(),
                 s.labels,
                 s.payload
             ));
         }
-        out.line(&format!("resume with: weft resume {} --data '{{...}}'", record.run_id));
+        out.line(&format!(
+            "resume with: weft resume {} --data '{{...}}'",
+            record.run_id
+        ));
     }
 }

@@ -13,8 +13,8 @@ use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
     self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, StepsView, Tracking,
 };
-use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
 use crate::native::NATIVE_PLUGIN;
+use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
 use crate::store::Commit;
 
 /// The most transitions between two snapshots of a running run.
@@ -124,7 +124,12 @@ impl Actor {
                 let _ = reply.send(RunRecord::new(&self.state, &self.graph));
             }
             Msg::Resume(request, reply) => {
-                let r = self.apply(Event::Resume { request, at: now_ms() }).await;
+                let r = self
+                    .apply(Event::Resume {
+                        request,
+                        at: now_ms(),
+                    })
+                    .await;
                 let _ = reply.send(r);
             }
             Msg::Cancel(reply) => {
@@ -269,7 +274,10 @@ impl Actor {
                     if delay > 0 {
                         tokio::time::sleep(Duration::from_millis(delay)).await;
                     }
-                    let _ = tx.send(Msg::Event(Event::TimerFired { token, at: now_ms() }));
+                    let _ = tx.send(Msg::Event(Event::TimerFired {
+                        token,
+                        at: now_ms(),
+                    }));
                 });
             }
             Command::Abort { tokens } => {
@@ -320,16 +328,28 @@ impl Actor {
             tokio::spawn(async move {
                 let result = match native {
                     Some(step) => {
-                        let sink: Arc<dyn EventSink> = Arc::new(Sink { tx: tx.clone(), token });
-                        step.execute(cmd.call, sink, Arc::new(View(cmd.view)), abort).await
+                        let sink: Arc<dyn EventSink> = Arc::new(Sink {
+                            tx: tx.clone(),
+                            token,
+                        });
+                        step.execute(cmd.call, sink, Arc::new(View(cmd.view)), abort)
+                            .await
                     }
                     None => unavailable(format!("no native step `{}` is registered", cmd.step)),
                 };
-                let _ = tx.send(Msg::Event(Event::StepEnded { token, result, at: now_ms() }));
+                let _ = tx.send(Msg::Event(Event::StepEnded {
+                    token,
+                    result,
+                    at: now_ms(),
+                }));
             });
             return;
         }
-        let digest: Option<String> = self.graph.plugins.get(&cmd.plugin).map(|p| p.digest.clone());
+        let digest: Option<String> = self
+            .graph
+            .plugins
+            .get(&cmd.plugin)
+            .map(|p| p.digest.clone());
         let sandbox = self.sandbox(&cmd.plugin);
         let rt = self.rt.clone();
         tokio::spawn(async move {
@@ -341,7 +361,10 @@ impl Actor {
                             .or(sandbox.limits.timeout_ms)
                             .map(Duration::from_millis);
                         let io = Invocation::new(
-                            Arc::new(Sink { tx: tx.clone(), token }),
+                            Arc::new(Sink {
+                                tx: tx.clone(),
+                                token,
+                            }),
                             Arc::new(View(cmd.view)),
                         )
                         .with_abort(abort)
@@ -353,7 +376,11 @@ impl Actor {
                 (None, _) => unavailable(format!("plugin {} is not in the workflow", cmd.plugin)),
                 (_, Err(e)) => unavailable(e),
             };
-            let _ = tx.send(Msg::Event(Event::StepEnded { token, result, at: now_ms() }));
+            let _ = tx.send(Msg::Event(Event::StepEnded {
+                token,
+                result,
+                at: now_ms(),
+            }));
         });
     }
 }

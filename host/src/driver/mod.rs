@@ -17,9 +17,9 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::engine::{self, Event, Graph, Refusal, ResumeRequest, RunState, RunStatus};
+use crate::native::{NativeStep, NativeSteps};
 use crate::plugin::{HostConfig, Plugin, PluginHost};
 use crate::store::{NewRun, RunSummary, SledStore, Store, StoreError};
-use crate::native::{NativeStep, NativeSteps};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
 pub use record::{RunRecord, StoredEvent};
@@ -149,7 +149,11 @@ impl Runtime {
 
     /// Loads and checks a workflow given as text (YAML or JSON); relative paths in it are
     /// relative to the current directory.
-    pub async fn load_workflow_text(&self, name: &str, text: &str) -> Result<LoadedWorkflow, WorkflowError> {
+    pub async fn load_workflow_text(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<LoadedWorkflow, WorkflowError> {
         let path = std::path::absolute(name).unwrap_or_else(|_| PathBuf::from(name));
         load_workflow_with(&path, Some(text), &self.inner.host, &self.inner.natives).await
     }
@@ -338,7 +342,8 @@ impl Runtime {
             self.ensure_live(run_id)?;
             return Ok(());
         }
-        self.ask(run_id, |tx| Msg::Resume(request.clone(), tx)).await
+        self.ask(run_id, |tx| Msg::Resume(request.clone(), tx))
+            .await
     }
 
     /// Cancels a pending, running or suspended run (S75–S78).
@@ -457,7 +462,12 @@ impl Runtime {
             return Ok(live);
         }
         let (state, graph) = self.load(run_id)?;
-        let next_seq = self.inner.store.events(run_id, 1)?.last().map_or(1, |(s, _)| s + 1);
+        let next_seq = self
+            .inner
+            .store
+            .events(run_id, 1)?
+            .last()
+            .map_or(1, |(s, _)| s + 1);
         let live = self.spawn(state, Arc::new(graph), next_seq)?;
         if self.live_status_needs_recovery(run_id) {
             let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
@@ -468,11 +478,19 @@ impl Runtime {
     fn live_status_needs_recovery(&self, run_id: &str) -> bool {
         matches!(
             self.inner.store.summary(run_id),
-            Ok(Some(RunSummary { status: RunStatus::Running | RunStatus::Pending, .. }))
+            Ok(Some(RunSummary {
+                status: RunStatus::Running | RunStatus::Pending,
+                ..
+            }))
         )
     }
 
-    fn spawn(&self, state: RunState, graph: Arc<Graph>, next_seq: u64) -> Result<LiveRun, RuntimeError> {
+    fn spawn(
+        &self,
+        state: RunState,
+        graph: Arc<Graph>,
+        next_seq: u64,
+    ) -> Result<LiveRun, RuntimeError> {
         let mut live = lock(&self.inner.live);
         if let Some(existing) = live.get(&state.run_id) {
             return Ok(existing.clone());
@@ -497,10 +515,14 @@ impl Runtime {
         if let Some(p) = lock(&self.inner.plugins).get(digest).cloned() {
             return Ok(p);
         }
-        let bytes = self.inner.store.plugin(digest)?.ok_or_else(|| RuntimeError::Corrupt {
-            run: String::new(),
-            message: format!("plugin {digest} is not stored"),
-        })?;
+        let bytes = self
+            .inner
+            .store
+            .plugin(digest)?
+            .ok_or_else(|| RuntimeError::Corrupt {
+                run: String::new(),
+                message: format!("plugin {digest} is not stored"),
+            })?;
         let plugin = self.inner.host.load(&bytes, Some(digest)).await?;
         lock(&self.inner.plugins).insert(digest.to_owned(), plugin.clone());
         Ok(plugin)

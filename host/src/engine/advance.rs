@@ -4,6 +4,9 @@
 //! takes what the event brought (an invocation's result, a timer, a resume, a cancel) and starts
 //! whatever may start next. The pass is deterministic and performs no I/O.
 
+// Step failures travel by value through a few internal helpers; boxing them buys nothing here.
+#![allow(clippy::result_large_err)]
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use indexmap::IndexMap;
@@ -197,7 +200,9 @@ pub fn advance(run: &mut RunState, graph: &Graph, event: Event) -> Result<Vec<Co
     if *status == RunStatus::Running {
         drive_seq(root, &Frame::root(), &mut cx);
     }
-    let Cx { mut cmds, reissued, .. } = cx;
+    let Cx {
+        mut cmds, reissued, ..
+    } = cx;
     if !reissued.is_empty() {
         cmds.push(Command::Emit(Tracking {
             kind: EventKind::Log,
@@ -724,7 +729,9 @@ fn drive_node(node: &mut Node, frame: &Frame, cx: &mut Cx) {
             if node.phase == Phase::New {
                 start_block(node, entry, frame, cx);
                 node.kind = NodeKind::Parallel(
-                    arms.iter().map(|a| Node::new(*a, node.input.clone())).collect(),
+                    arms.iter()
+                        .map(|a| Node::new(*a, node.input.clone()))
+                        .collect(),
                 );
             }
             let NodeKind::Parallel(arms) = &mut node.kind else {
@@ -847,7 +854,11 @@ enum Settled {
 }
 
 /// The precedence of S19 over settled siblings: tripwire, failed, bail, suspended, success.
-fn settle_ends<'p>(phases: impl Iterator<Item = &'p Phase> + Clone, frame: &Frame, cx: &Cx) -> Settled {
+fn settle_ends<'p>(
+    phases: impl Iterator<Item = &'p Phase> + Clone,
+    frame: &Frame,
+    cx: &Cx,
+) -> Settled {
     if cx.cancelling {
         return Settled::End(End::Cancelled);
     }
@@ -861,14 +872,21 @@ fn settle_ends<'p>(phases: impl Iterator<Item = &'p Phase> + Clone, frame: &Fram
             return Settled::End(End::Failed(e.clone()));
         }
     }
-    if phases.clone().any(|p| matches!(p, Phase::Done(End::Bail(_)))) || cx.bailed(frame).is_some() {
+    if phases
+        .clone()
+        .any(|p| matches!(p, Phase::Done(End::Bail(_))))
+        || cx.bailed(frame).is_some()
+    {
         let v = cx.bailed(frame).unwrap_or(Value::Null);
         return Settled::End(End::Bail(v));
     }
     if phases.clone().any(|p| matches!(p, Phase::Suspended)) {
         return Settled::Suspended;
     }
-    if phases.clone().any(|p| matches!(p, Phase::Done(End::Cancelled))) {
+    if phases
+        .clone()
+        .any(|p| matches!(p, Phase::Done(End::Cancelled)))
+    {
         return Settled::End(End::Cancelled);
     }
     Settled::AllSucceeded
@@ -944,7 +962,12 @@ fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx, end: 
                 }
             });
             if !frame.in_item {
-                cx.emit(frame, EventKind::StepFailed, &entry.path, json!({ "error": e }));
+                cx.emit(
+                    frame,
+                    EventKind::StepFailed,
+                    &entry.path,
+                    json!({ "error": e }),
+                );
             }
         }
         End::Tripwire(t) => {
@@ -957,10 +980,7 @@ fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx, end: 
                 }
             });
             if !frame.in_item {
-                let error = cx
-                    .records
-                    .get(&entry.path)
-                    .and_then(|r| r.error.clone());
+                let error = cx.records.get(&entry.path).and_then(|r| r.error.clone());
                 let mut data = json!({ "tripwire": t });
                 if let Some(error) = error {
                     data["error"] = json!(error);
@@ -1017,7 +1037,10 @@ fn cancel_suspended_in(node: &mut Node, cx: &mut Cx) {
         let path = &graph.entry(node.entry).path;
         if let Some(rec) = cx.records.get_mut(path) {
             if let Some(items) = &mut rec.items {
-                for item in items.iter_mut().filter(|i| i.status == StepStatus::Suspended) {
+                for item in items
+                    .iter_mut()
+                    .filter(|i| i.status == StepStatus::Suspended)
+                {
                     item.status = StepStatus::Cancelled;
                 }
             }
@@ -1132,7 +1155,9 @@ fn drive_step(node: &mut Node, entry: &EntryDef, def: &StepDef, frame: &Frame, c
             let selected = cx.resume.as_ref().is_some_and(|sel| {
                 sel.path == entry.path
                     && (sel.indexes.is_empty()
-                        || frame.foreach_index.is_some_and(|i| sel.indexes.contains(&i)))
+                        || frame
+                            .foreach_index
+                            .is_some_and(|i| sel.indexes.contains(&i)))
             });
             if !selected {
                 return;
@@ -1366,7 +1391,8 @@ fn fail_attempt(
     let NodeKind::Step(step) = &mut node.kind else {
         return;
     };
-    let retryable = failure.retryable && failure.code != "invalid-input" && failure.code != "cancelled";
+    let retryable =
+        failure.retryable && failure.code != "invalid-input" && failure.code != "cancelled";
     let next = step.attempt + 1;
     if retryable && next < def.retry.attempts {
         let delay = def.retry.delay_before(next);
@@ -1381,7 +1407,9 @@ fn fail_attempt(
             invoke(node, entry, def, frame, cx);
         } else {
             let token = cx.token();
-            let until = cx.now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
+            let until = cx
+                .now
+                .saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
             step.wait = StepWait::Retry { token, until };
             cx.cmds.push(Command::Timer { token, at: until });
         }
@@ -1633,13 +1661,13 @@ fn drive_foreach(node: &mut Node, entry: &EntryDef, concurrency: u32, frame: &Fr
             let Value::Array(elements) = &node.input else {
                 return;
             };
-            for i in 0..total {
+            for (item, element) in fe.items.iter_mut().zip(elements) {
                 if started >= slots {
                     break;
                 }
-                if matches!(fe.items[i], Item::Pending) {
-                    fe.items[i] = Item::Active {
-                        body: Seq::new(ListRef::Body(node.entry), body[0], elements[i].clone()),
+                if matches!(item, Item::Pending) {
+                    *item = Item::Active {
+                        body: Seq::new(ListRef::Body(node.entry), body[0], element.clone()),
                         reported_suspended: false,
                     };
                     started += 1;
@@ -1666,7 +1694,7 @@ fn drive_foreach(node: &mut Node, entry: &EntryDef, concurrency: u32, frame: &Fr
             Item::Done(end) => Phase::Done(end.clone()),
         })
         .collect();
-    let pending = phases.iter().any(|p| *p == Phase::New);
+    let pending = phases.contains(&Phase::New);
     let settled = settle_ends(phases.iter().filter(|p| **p != Phase::New), frame, cx);
     let end = match settled {
         Settled::Suspended => {
@@ -1724,7 +1752,11 @@ fn drive_loop(
         start_block(node, entry, frame, cx);
         node.kind = NodeKind::Loop {
             iteration: 1,
-            body: Seq::new(ListRef::Body(node.entry), first_body(cx.graph, node.entry), node.input.clone()),
+            body: Seq::new(
+                ListRef::Body(node.entry),
+                first_body(cx.graph, node.entry),
+                node.input.clone(),
+            ),
         };
     }
     let mut passes = 0;
@@ -1790,7 +1822,11 @@ fn drive_loop(
             return;
         };
         *iteration = n + 1;
-        *body = Seq::new(ListRef::Body(node.entry), first_body(cx.graph, node.entry), out);
+        *body = Seq::new(
+            ListRef::Body(node.entry),
+            first_body(cx.graph, node.entry),
+            out,
+        );
         if passes >= LOOP_ITERATIONS_PER_PASS {
             // Keep one pass bounded: the next iterations continue on an immediate timer.
             node.phase = Phase::Running;
@@ -1818,11 +1854,7 @@ fn drive_nested(node: &mut Node, entry: &EntryDef, file_id: FileId, frame: &Fram
                 frame,
                 &entry.path,
                 "invalid-input",
-                format!(
-                    "workflow {}: input: {}",
-                    entry.path,
-                    schema::summarize(&v)
-                ),
+                format!("workflow {}: input: {}", entry.path, schema::summarize(&v)),
             );
             err.details = Some(schema::details(&v));
             end_node(node, entry, frame, cx, End::Failed(err));
@@ -1843,11 +1875,7 @@ fn drive_nested(node: &mut Node, entry: &EntryDef, file_id: FileId, frame: &Fram
                 frame,
                 &entry.path,
                 "invalid-state",
-                format!(
-                    "workflow {}: state: {}",
-                    entry.path,
-                    schema::summarize(&v)
-                ),
+                format!("workflow {}: state: {}", entry.path, schema::summarize(&v)),
             );
             err.details = Some(schema::details(&v));
             end_node(node, entry, frame, cx, End::Failed(err));

@@ -26,7 +26,9 @@ pub fn draw(graph: &Graph, format: Format) -> String {
     };
     match format {
         Format::Mermaid => d.out.push_str("flowchart TD\n"),
-        Format::Dot => d.out.push_str("digraph workflow {\n  compound=true;\n  node [shape=box];\n"),
+        Format::Dot => d
+            .out
+            .push_str("digraph workflow {\n  compound=true;\n  node [shape=box];\n"),
     }
     d.node("start", "start", "circle");
     let (first, last) = d.list(&graph.root().body);
@@ -69,9 +71,13 @@ impl Drawing<'_> {
     fn edge(&mut self, from: &str, to: &str, label: Option<&str>) {
         let pad = self.indent();
         let _ = match (self.format, label) {
-            (Format::Mermaid, Some(l)) => writeln!(self.out, "{pad}{from} -->|\"{}\"| {to}", quote(l)),
+            (Format::Mermaid, Some(l)) => {
+                writeln!(self.out, "{pad}{from} -->|\"{}\"| {to}", quote(l))
+            }
             (Format::Mermaid, None) => writeln!(self.out, "{pad}{from} --> {to}"),
-            (Format::Dot, Some(l)) => writeln!(self.out, "{pad}{from} -> {to} [label=\"{}\"];", quote(l)),
+            (Format::Dot, Some(l)) => {
+                writeln!(self.out, "{pad}{from} -> {to} [label=\"{}\"];", quote(l))
+            }
             (Format::Dot, None) => writeln!(self.out, "{pad}{from} -> {to};"),
         };
     }
@@ -97,7 +103,16 @@ impl Drawing<'_> {
         let name = format!("e{id}");
         match &entry.kind {
             EntryKind::Step(s) => {
-                self.node(&name, &format!("{} ({}: {})", entry.id, s.plugin.rsplit('/').next().unwrap_or_default(), s.step), "box");
+                self.node(
+                    &name,
+                    &format!(
+                        "{} ({}: {})",
+                        entry.id,
+                        s.plugin.rsplit('/').next().unwrap_or_default(),
+                        s.step
+                    ),
+                    "box",
+                );
                 (name.clone(), name)
             }
             EntryKind::Map { expr } => {
@@ -113,28 +128,51 @@ impl Drawing<'_> {
                 self.node(&name, &format!("{} (sleep {what})", entry.id), "box");
                 (name.clone(), name)
             }
-            EntryKind::Parallel { arms } => self.fan(&name, &format!("parallel {}", entry.id), arms.iter().map(|a| (*a, None)).collect()),
+            EntryKind::Parallel { arms } => self.fan(
+                &name,
+                &format!("parallel {}", entry.id),
+                arms.iter().map(|a| (*a, None)).collect(),
+            ),
             EntryKind::Branch { arms } => self.fan(
                 &name,
                 &format!("branch {}", entry.id),
-                arms.iter().map(|a| (a.entry, Some(a.when.source.clone()))).collect(),
+                arms.iter()
+                    .map(|a| (a.entry, Some(a.when.source.clone())))
+                    .collect(),
             ),
-            EntryKind::Foreach { concurrency, body } => {
-                self.cluster(&name, &format!("foreach {} (concurrency {concurrency})", entry.id), body)
-            }
-            EntryKind::Loop { test, until, max_iterations, body } => {
+            EntryKind::Foreach { concurrency, body } => self.cluster(
+                &name,
+                &format!("foreach {} (concurrency {concurrency})", entry.id),
+                body,
+            ),
+            EntryKind::Loop {
+                test,
+                until,
+                max_iterations,
+                body,
+            } => {
                 let kind = if *until { "do-until" } else { "do-while" };
-                let max = max_iterations.map(|m| format!(", max {m}")).unwrap_or_default();
+                let max = max_iterations
+                    .map(|m| format!(", max {m}"))
+                    .unwrap_or_default();
                 let (head, tail) = self.cluster(&name, &format!("loop {}", entry.id), body);
                 let test_node = format!("{name}_test");
-                self.node(&test_node, &format!("{kind} {}{max}", test.source), "diamond");
+                self.node(
+                    &test_node,
+                    &format!("{kind} {}{max}", test.source),
+                    "diamond",
+                );
                 self.edge(&tail, &test_node, None);
                 self.edge(&test_node, &head, Some("again"));
                 (head, test_node)
             }
             EntryKind::Workflow { file } => {
                 let body = self.graph.file(*file).body.clone();
-                self.cluster(&name, &format!("workflow {} ({})", entry.id, self.graph.file(*file).id), &body)
+                self.cluster(
+                    &name,
+                    &format!("workflow {} ({})", entry.id, self.graph.file(*file).id),
+                    &body,
+                )
             }
             EntryKind::Group { body } => self.cluster(&name, &entry.id, body),
         }
@@ -144,7 +182,11 @@ impl Drawing<'_> {
         let pad = self.indent();
         let _ = match self.format {
             Format::Mermaid => writeln!(self.out, "{pad}subgraph {name} [\"{}\"]", quote(label)),
-            Format::Dot => writeln!(self.out, "{pad}subgraph cluster_{name} {{\n{pad}  label=\"{}\";", quote(label)),
+            Format::Dot => writeln!(
+                self.out,
+                "{pad}subgraph cluster_{name} {{\n{pad}  label=\"{}\";",
+                quote(label)
+            ),
         };
         self.depth += 1;
     }
@@ -165,7 +207,12 @@ impl Drawing<'_> {
         ends
     }
 
-    fn fan(&mut self, name: &str, label: &str, arms: Vec<(EntryId, Option<String>)>) -> (String, String) {
+    fn fan(
+        &mut self,
+        name: &str,
+        label: &str,
+        arms: Vec<(EntryId, Option<String>)>,
+    ) -> (String, String) {
         self.open(name, label);
         let split = format!("{name}_in");
         let join = format!("{name}_out");

@@ -191,7 +191,10 @@ mod tests {
     fn s23_an_error_is_an_error_unless_caught() {
         let input = json!({"input": {"a": "text"}});
         assert!(Expr::new(".input.a.b > 3").holds(&input).is_err());
-        assert_eq!(Expr::new("try (.input.a.b > 3) catch false").holds(&input), Ok(false));
+        assert_eq!(
+            Expr::new("try (.input.a.b > 3) catch false").holds(&input),
+            Ok(false)
+        );
     }
 
     #[test]

@@ -9,12 +9,12 @@ pub mod model;
 pub mod rerun;
 pub mod schema;
 
-#[cfg(test)]
-mod proptests;
 pub mod advance;
 pub mod draw;
+#[cfg(test)]
+mod proptests;
 pub mod run;
 
 pub use advance::{advance, check_run_input, new_run, replay, rfc3339, suspended};
+pub use model::{GRAPH_FORMAT, Graph};
 pub use run::*;
-pub use model::{Graph, GRAPH_FORMAT};

@@ -98,8 +98,8 @@ pub struct EntryDef {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EntryKind {
-    /// A plugin step.
-    Step(StepDef),
+    /// A plugin or native step.
+    Step(Box<StepDef>),
     /// Arms that run at once (S18).
     Parallel {
         /// The arms.
@@ -252,7 +252,10 @@ mod tests {
             backoff: 2.0,
             max_delay_ms: None,
         };
-        assert_eq!([p.delay_before(1), p.delay_before(2), p.delay_before(3)], [100, 200, 400]);
+        assert_eq!(
+            [p.delay_before(1), p.delay_before(2), p.delay_before(3)],
+            [100, 200, 400]
+        );
         let capped = RetryPolicy {
             max_delay_ms: Some(250),
             ..p

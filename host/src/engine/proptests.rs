@@ -58,7 +58,11 @@ impl Build {
     /// Blocks whose body sees an array get a map first that makes one.
     fn entry(&mut self, shape: &Shape, prefix: &str) -> EntryId {
         let id = self.id();
-        let path = if prefix.is_empty() { id.clone() } else { format!("{prefix}.{id}") };
+        let path = if prefix.is_empty() {
+            id.clone()
+        } else {
+            format!("{prefix}.{id}")
+        };
         let eid = self.graph.entries.len() as EntryId;
         self.graph.entries.push(EntryDef {
             id: id.clone(),
@@ -67,17 +71,27 @@ impl Build {
             kind: EntryKind::Group { body: vec![] },
         });
         let kind = match shape {
-            Shape::Step => EntryKind::Step(StepDef {
+            Shape::Step => EntryKind::Step(Box::new(StepDef {
                 plugin: "p".into(),
                 step: "s".into(),
                 config: json!({}),
-                retry: RetryPolicy { attempts: 2, ..RetryPolicy::default() },
+                retry: RetryPolicy {
+                    attempts: 2,
+                    ..RetryPolicy::default()
+                },
                 timeout_ms: None,
                 schemas: StepSchemas::default(),
-            }),
-            Shape::Map => EntryKind::Map { expr: Expr::new("{m: 1}") },
-            Shape::Sleep => EntryKind::Sleep { ms: Some(5), until: None },
-            Shape::Parallel(arms) => EntryKind::Parallel { arms: self.list(arms, &path) },
+            })),
+            Shape::Map => EntryKind::Map {
+                expr: Expr::new("{m: 1}"),
+            },
+            Shape::Sleep => EntryKind::Sleep {
+                ms: Some(5),
+                until: None,
+            },
+            Shape::Parallel(arms) => EntryKind::Parallel {
+                arms: self.list(arms, &path),
+            },
             Shape::Branch(arms) => EntryKind::Branch {
                 arms: arms
                     .iter()
@@ -96,7 +110,9 @@ impl Build {
                     id: arr_id.clone(),
                     path: format!("{path}.{arr_id}"),
                     file: 0,
-                    kind: EntryKind::Map { expr: Expr::new(serde_json::to_string(&items).unwrap_or_default()) },
+                    kind: EntryKind::Map {
+                        expr: Expr::new(serde_json::to_string(&items).unwrap_or_default()),
+                    },
                 });
                 let fe = self.graph.entries.len() as EntryId;
                 let fe_id = self.id();
@@ -108,8 +124,13 @@ impl Build {
                     kind: EntryKind::Group { body: vec![] },
                 });
                 let body = self.list(body, &fe_path);
-                self.graph.entries[fe as usize].kind = EntryKind::Foreach { concurrency: *c, body };
-                EntryKind::Group { body: vec![arr, fe] }
+                self.graph.entries[fe as usize].kind = EntryKind::Foreach {
+                    concurrency: *c,
+                    body,
+                };
+                EntryKind::Group {
+                    body: vec![arr, fe],
+                }
             }
             Shape::Loop(n, body) => EntryKind::Loop {
                 test: Expr::new(format!(".iteration >= {n}")),
@@ -163,14 +184,20 @@ fn graph(shapes: &[Shape]) -> Graph {
 /// What an invocation answers, drawn from the test's random bytes.
 fn outcome(byte: u8, attempt: u32, resumed: bool) -> InvocationResult {
     let outcome = match byte % 10 {
-        0 if !resumed => Ok(StepOutcome::Suspend { payload: json!({"b": byte}), labels: vec![] }),
+        0 if !resumed => Ok(StepOutcome::Suspend {
+            payload: json!({"b": byte}),
+            labels: vec![],
+        }),
         1 => Err(StepFailure::new("boom", "failed")),
         2 if attempt == 0 => Err(StepFailure::new("flaky", "once")),
         3 => Ok(StepOutcome::Bail(json!({"bail": byte}))),
         4 if byte > 200 => Err(StepFailure::new("nope", "no retry").not_retryable()),
         _ => Ok(StepOutcome::Done(json!({"v": byte}))),
     };
-    InvocationResult { outcome, patches: vec![json!({"last": byte})] }
+    InvocationResult {
+        outcome,
+        patches: vec![json!({"last": byte})],
+    }
 }
 
 proptest! {

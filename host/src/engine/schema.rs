@@ -167,7 +167,10 @@ mod tests {
     fn s57_defaults_are_filled_through_properties_only() {
         let mut v = json!({"amount": 3});
         typed().fill_defaults(&mut v);
-        assert_eq!(v, json!({"amount": 3, "currency": "EUR", "meta": {"tag": "x"}}));
+        assert_eq!(
+            v,
+            json!({"amount": 3, "currency": "EUR", "meta": {"tag": "x"}})
+        );
         let mut kept = json!({"amount": 3, "currency": "USD"});
         typed().fill_defaults(&mut kept);
         assert_eq!(kept["currency"], "USD");

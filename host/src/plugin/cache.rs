@@ -22,7 +22,8 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 pub(crate) fn normalize_pin(pin: &str) -> Option<String> {
     let pin = pin.trim();
     let pin = pin.strip_prefix("sha256:").unwrap_or(pin);
-    (pin.len() == 64 && pin.bytes().all(|b| b.is_ascii_hexdigit())).then(|| pin.to_ascii_lowercase())
+    (pin.len() == 64 && pin.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| pin.to_ascii_lowercase())
 }
 
 /// A `Hasher` that feeds sha256, so wasmtime's compatibility hash becomes a stable name.
@@ -88,7 +89,10 @@ pub(crate) fn read_artifact(engine: &Engine, artifact: &Path) -> Result<Componen
         )));
     }
     deserialize_own(engine, &bytes).map_err(|err| {
-        Miss::Unusable(format!("wasmtime refused it: {}", super::error::one_line(&err)))
+        Miss::Unusable(format!(
+            "wasmtime refused it: {}",
+            super::error::one_line(&err)
+        ))
     })
 }
 
@@ -167,7 +171,10 @@ mod tests {
     fn cache_names_carry_digest_and_fingerprint() {
         let path = artifact_path(Path::new("/cache"), "abcd", "0123");
         assert_eq!(path, Path::new("/cache/abcd-0123.cwasm"));
-        assert_eq!(checksum_path(&path), Path::new("/cache/abcd-0123.cwasm.sha256"));
+        assert_eq!(
+            checksum_path(&path),
+            Path::new("/cache/abcd-0123.cwasm.sha256")
+        );
     }
 
     #[test]
@@ -176,7 +183,10 @@ mod tests {
         let mut fuel = wasmtime::Config::new();
         fuel.consume_fuel(true);
         let fuel = Engine::new(&fuel).expect("engine");
-        assert_eq!(engine_fingerprint(&plain), engine_fingerprint(&plain.clone()));
+        assert_eq!(
+            engine_fingerprint(&plain),
+            engine_fingerprint(&plain.clone())
+        );
         assert_ne!(engine_fingerprint(&plain), engine_fingerprint(&fuel));
         assert_eq!(engine_fingerprint(&plain).len(), 16);
     }
@@ -186,11 +196,17 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("weft-cache-test-{}", std::process::id()));
         let engine = Engine::new(&wasmtime::Config::new()).expect("engine");
         let artifact = artifact_path(&dir, "d", "f");
-        assert!(matches!(read_artifact(&engine, &artifact), Err(Miss::Absent)));
+        assert!(matches!(
+            read_artifact(&engine, &artifact),
+            Err(Miss::Absent)
+        ));
 
         write_artifact(&artifact, b"not an artifact").expect("write");
         // Checksum matches but wasmtime refuses the bytes: a miss, not a crash.
-        assert!(matches!(read_artifact(&engine, &artifact), Err(Miss::Unusable(_))));
+        assert!(matches!(
+            read_artifact(&engine, &artifact),
+            Err(Miss::Unusable(_))
+        ));
 
         std::fs::write(&artifact, b"not an artifac").expect("truncate");
         match read_artifact(&engine, &artifact) {

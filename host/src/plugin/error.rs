@@ -26,7 +26,9 @@ pub enum PluginError {
     },
 
     /// The pin is not a sha256 digest written as 64 hex digits.
-    #[error("invalid sha256 pin `{pin}` for {origin}: expected 64 hex digits (optionally prefixed with `sha256:`)")]
+    #[error(
+        "invalid sha256 pin `{pin}` for {origin}: expected 64 hex digits (optionally prefixed with `sha256:`)"
+    )]
     InvalidPin {
         /// The pin as given.
         pin: String,

@@ -60,7 +60,11 @@ impl Engines {
     }
 
     /// The runtime of `kind`, made on first use.
-    pub(crate) fn get(&self, kind: EngineKind, config: &HostConfig) -> Result<&Runtime, PluginError> {
+    pub(crate) fn get(
+        &self,
+        kind: EngineKind,
+        config: &HostConfig,
+    ) -> Result<&Runtime, PluginError> {
         let slot = match kind {
             EngineKind::Pooled if self.main.kind == EngineKind::Pooled => return Ok(&self.main),
             EngineKind::Pooled | EngineKind::OnDemand => {
@@ -74,7 +78,11 @@ impl Engines {
         if let Some(rt) = slot.get() {
             return Ok(rt);
         }
-        let kind = if kind == EngineKind::Pooled { EngineKind::OnDemand } else { kind };
+        let kind = if kind == EngineKind::Pooled {
+            EngineKind::OnDemand
+        } else {
+            kind
+        };
         let rt = runtime(kind, config)?;
         Ok(slot.get_or_init(|| rt))
     }
@@ -104,7 +112,9 @@ fn pooling(config: &HostConfig) -> PoolingAllocationConfig {
         .total_memories(slots.saturating_mul(pool.memories_per_slot.max(1)))
         .total_tables(slots.saturating_mul(pool.tables_per_slot.max(1)))
         .total_stacks(slots)
-        .max_memory_size(usize::try_from(config.max_memory_mib.saturating_mul(MIB)).unwrap_or(usize::MAX))
+        .max_memory_size(
+            usize::try_from(config.max_memory_mib.saturating_mul(MIB)).unwrap_or(usize::MAX),
+        )
         .table_elements(pool.table_elements as usize)
         .max_tables_per_module(2)
         .max_memories_per_module(1);
@@ -243,7 +253,9 @@ impl Shared {
                         tracing::warn!(path = %path.display(), "cannot write the plugin cache: {err}");
                     }
                 }
-                Err(err) => tracing::warn!("cannot serialize a compiled plugin: {}", one_line(&err)),
+                Err(err) => {
+                    tracing::warn!("cannot serialize a compiled plugin: {}", one_line(&err))
+                }
             }
         }
         Ok(component)
@@ -304,7 +316,9 @@ impl PluginHost {
             match runtime(EngineKind::Pooled, &config) {
                 Ok(rt) => rt,
                 Err(err) => {
-                    tracing::warn!("pooling allocator unavailable ({err}); using on-demand allocation");
+                    tracing::warn!(
+                        "pooling allocator unavailable ({err}); using on-demand allocation"
+                    );
                     runtime(EngineKind::OnDemand, &config)?
                 }
             }
@@ -346,13 +360,17 @@ impl PluginHost {
         if engines.main.kind != EngineKind::Pooled {
             return None;
         }
-        engines.main.engine.pooling_allocator_metrics().map(|m| PoolUsage {
-            component_instances: m.component_instances(),
-            core_instances: m.core_instances(),
-            memories: m.memories() as u64,
-            tables: m.tables() as u64,
-            stacks: m.stacks() as u64,
-        })
+        engines
+            .main
+            .engine
+            .pooling_allocator_metrics()
+            .map(|m| PoolUsage {
+                component_instances: m.component_instances(),
+                core_instances: m.core_instances(),
+                memories: m.memories() as u64,
+                tables: m.tables() as u64,
+                stacks: m.stacks() as u64,
+            })
     }
 
     /// How many times a component was compiled by this host (not loaded from the disk cache).
@@ -369,11 +387,17 @@ impl PluginHost {
     }
 
     /// Loads a plugin file, checking it against `pin` when given; errors name the path.
-    pub async fn load_file(&self, path: &Path, pin: Option<&str>) -> Result<Arc<Plugin>, PluginError> {
-        let wasm = tokio::fs::read(path).await.map_err(|source| PluginError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    pub async fn load_file(
+        &self,
+        path: &Path,
+        pin: Option<&str>,
+    ) -> Result<Arc<Plugin>, PluginError> {
+        let wasm = tokio::fs::read(path)
+            .await
+            .map_err(|source| PluginError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let digest = cache::sha256_hex(&wasm);
         let origin = format!("plugin {}", path.display());
         self.load_digest(digest, wasm, pin, origin).await

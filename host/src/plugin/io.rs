@@ -266,7 +266,9 @@ impl std::fmt::Debug for Invocation {
 
 /// Locks a mutex, ignoring poisoning (the data are plain values that stay consistent).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -282,7 +284,11 @@ mod tests {
         assert_eq!(step.reason().as_deref(), Some("timeout"));
         assert!(!run.is_aborted(), "a child never aborts its parent");
         run.cancel();
-        assert_eq!(step.reason().as_deref(), Some("timeout"), "earliest reason stays");
+        assert_eq!(
+            step.reason().as_deref(),
+            Some("timeout"),
+            "earliest reason stays"
+        );
         let other = run.child();
         assert_eq!(other.reason().as_deref(), Some("cancelled"));
         other.aborted().await;

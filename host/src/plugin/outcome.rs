@@ -89,7 +89,13 @@ impl Subject<'_> {
     }
 
     /// The failure for an error out of wasmtime (trap, exit, limit).
-    pub(crate) fn error(&self, err: &wasmtime::Error, observed_limit: Option<&str>, memory_denied: bool, panic: Option<&str>) -> StepFailure {
+    pub(crate) fn error(
+        &self,
+        err: &wasmtime::Error,
+        observed_limit: Option<&str>,
+        memory_denied: bool,
+        panic: Option<&str>,
+    ) -> StepFailure {
         if let Some(limit) = err.downcast_ref::<OutputLimit>() {
             return StepFailure::new("output-limit", limit.0.clone());
         }
@@ -98,7 +104,10 @@ impl Subject<'_> {
         }
         let trap = err.downcast_ref::<wasmtime::Trap>().copied();
         if trap == Some(wasmtime::Trap::OutOfFuel) {
-            let fuel = self.fuel.map(|f| format!(" ({f} units)")).unwrap_or_default();
+            let fuel = self
+                .fuel
+                .map(|f| format!(" ({f} units)"))
+                .unwrap_or_default();
             return StepFailure::new(
                 "fuel-exhausted",
                 format!(
@@ -186,9 +195,9 @@ pub(crate) fn guest_failure(failure: types::Failure) -> StepFailure {
         tripwire: failure.tripwire.map(|t| Tripwire {
             reason: t.reason,
             retry: t.retry,
-            metadata: t.metadata.map(|text| {
-                serde_json::from_str(&text).unwrap_or(Value::String(text))
-            }),
+            metadata: t
+                .metadata
+                .map(|text| serde_json::from_str(&text).unwrap_or(Value::String(text))),
             processor_id: t.processor_id,
         }),
     }
@@ -298,10 +307,20 @@ mod tests {
         assert_eq!(s.json("done result", "[1]").expect("json"), json!([1]));
         let err = s.json("done result", "{not json").expect_err("malformed");
         assert_eq!(err.code, "malformed-result");
-        assert!(err.message.contains("step `s`") && err.message.contains("column"), "{}", err.message);
-        let err = s.json("done result", &format!("\"{}\"", "x".repeat(20))).expect_err("big");
+        assert!(
+            err.message.contains("step `s`") && err.message.contains("column"),
+            "{}",
+            err.message
+        );
+        let err = s
+            .json("done result", &format!("\"{}\"", "x".repeat(20)))
+            .expect_err("big");
         assert_eq!(err.code, "output-limit");
-        assert!(err.message.contains("limits.max-output-mib"), "{}", err.message);
+        assert!(
+            err.message.contains("limits.max-output-mib"),
+            "{}",
+            err.message
+        );
 
         let out = s
             .outcome(types::Outcome::Suspend(types::Suspension {
@@ -325,21 +344,30 @@ mod tests {
             .context("error while executing at wasm backtrace:\n    0: 0x1 - foo");
         let f = s.error(&trap, None, false, None);
         assert_eq!(f.code, "trap");
-        assert_eq!(f.message, "wasm trap: wasm `unreachable` instruction executed");
+        assert_eq!(
+            f.message,
+            "wasm trap: wasm `unreachable` instruction executed"
+        );
         let f = s.error(&trap, None, false, Some("boom (at src/lib.rs:1:2)"));
         assert_eq!(
             f.message,
             "plugin panicked: boom (at src/lib.rs:1:2) (wasm trap: wasm `unreachable` instruction executed)"
         );
         assert_eq!(s.error(&trap, None, true, None).code, "memory-limit");
-        assert_eq!(s.error(&trap, Some("too many"), false, None).code, "output-limit");
+        assert_eq!(
+            s.error(&trap, Some("too many"), false, None).code,
+            "output-limit"
+        );
 
         let fuel = wasmtime::Error::new(wasmtime::Trap::OutOfFuel);
         assert_eq!(s.error(&fuel, None, false, None).code, "fuel-exhausted");
 
         let exit = wasmtime::Error::new(wasmtime_wasi::I32Exit(3));
         let f = s.error(&exit, None, false, None);
-        assert_eq!((f.code.as_str(), f.message.as_str()), ("trap", "plugin exited with status 3"));
+        assert_eq!(
+            (f.code.as_str(), f.message.as_str()),
+            ("trap", "plugin exited with status 3")
+        );
 
         let limit = wasmtime::Error::new(OutputLimit("over".into()));
         assert_eq!(s.error(&limit, None, false, None).code, "output-limit");
@@ -354,7 +382,11 @@ mod tests {
         let t = s.aborted(AbortCause::Timeout, true);
         assert_eq!(t.code, "timeout");
         assert!(t.retryable);
-        assert!(t.message.contains("100 ms") && t.message.contains("2000 ms"), "{}", t.message);
+        assert!(
+            t.message.contains("100 ms") && t.message.contains("2000 ms"),
+            "{}",
+            t.message
+        );
         let c = s.aborted(AbortCause::Cancelled, false);
         assert_eq!(c.code, "cancelled");
         assert!(!c.retryable);
@@ -362,7 +394,10 @@ mod tests {
 
     #[test]
     fn bad_patches_name_the_rule() {
-        let f = bad_patch_failure("step `s`", "run.set-state was given an array, not a JSON object");
+        let f = bad_patch_failure(
+            "step `s`",
+            "run.set-state was given an array, not a JSON object",
+        );
         assert_eq!(f.code, "invalid-state-patch");
     }
 }

@@ -181,8 +181,14 @@ impl std::fmt::Debug for Plugin {
         f.debug_struct("Plugin")
             .field("digest", &self.digest)
             .field("origin", &self.origin)
-            .field("steps", &self.steps.iter().map(|s| &s.name).collect::<Vec<_>>())
-            .field("tools", &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>())
+            .field(
+                "steps",
+                &self.steps.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            )
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -311,12 +317,22 @@ impl Plugin {
                     None => subject.outcome(outcome),
                 },
                 Ok(Ret::Execute(Err(failure))) => Err(guest_failure(failure)),
-                Ok(_) => Err(StepFailure::new("trap", "internal error: wrong call result")),
+                Ok(_) => Err(StepFailure::new(
+                    "trap",
+                    "internal error: wrong call result",
+                )),
                 Err(Ended::Setup(failure)) => Err(*failure),
-                Err(Ended::Stopped) => Err(subject.aborted(super::state::AbortCause::Timeout, true)),
+                Err(Ended::Stopped) => {
+                    Err(subject.aborted(super::state::AbortCause::Timeout, true))
+                }
                 Err(Ended::Error(err)) => {
                     tracing::debug!(plugin = %self.origin, %step, "guest error: {err:?}");
-                    Err(subject.error(&err, output_limit.as_deref(), memory_denied, panic.as_deref()))
+                    Err(subject.error(
+                        &err,
+                        output_limit.as_deref(),
+                        memory_denied,
+                        panic.as_deref(),
+                    ))
                 }
             }
         };
@@ -354,7 +370,10 @@ impl Plugin {
         match observed.ret {
             Ok(Ret::Tool(Ok(text))) => subject.json("result", &text),
             Ok(Ret::Tool(Err(failure))) => Err(guest_failure(failure)),
-            Ok(_) => Err(StepFailure::new("trap", "internal error: wrong call result")),
+            Ok(_) => Err(StepFailure::new(
+                "trap",
+                "internal error: wrong call result",
+            )),
             Err(Ended::Setup(failure)) => Err(*failure),
             Err(Ended::Stopped) => Err(subject.aborted(super::state::AbortCause::Timeout, true)),
             Err(Ended::Error(err)) => {
@@ -387,7 +406,12 @@ impl Plugin {
         .not_retryable()
     }
 
-    fn subject<'a>(&self, what: &'a str, sandbox: &Sandbox, deadline: Option<Duration>) -> Subject<'a> {
+    fn subject<'a>(
+        &self,
+        what: &'a str,
+        sandbox: &Sandbox,
+        deadline: Option<Duration>,
+    ) -> Subject<'a> {
         Subject {
             what,
             memory_mib: sandbox.limits.memory_mib(),
@@ -450,14 +474,15 @@ impl Plugin {
             if s.name.is_empty() {
                 return Err(invalid("a step has an empty name".into()));
             }
-            let schema = |field: &str, text: Option<String>| -> Result<Option<Value>, PluginError> {
-                text.map(|t| {
-                    serde_json::from_str(&t).map_err(|e| {
-                        invalid(format!("step `{}`: {field} is not valid JSON: {e}", s.name))
+            let schema =
+                |field: &str, text: Option<String>| -> Result<Option<Value>, PluginError> {
+                    text.map(|t| {
+                        serde_json::from_str(&t).map_err(|e| {
+                            invalid(format!("step `{}`: {field} is not valid JSON: {e}", s.name))
+                        })
                     })
-                })
-                .transpose()
-            };
+                    .transpose()
+                };
             steps.push(StepInfo {
                 input_schema: schema("input-schema", s.input_schema.clone())?,
                 output_schema: schema("output-schema", s.output_schema.clone())?,
@@ -476,7 +501,9 @@ impl Plugin {
             }
             let valid_name = !t.name.is_empty()
                 && t.name.len() <= 64
-                && t.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                && t.name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
             if !valid_name {
                 return Err(invalid(format!(
                     "tool name `{}` must be 1 to 64 characters of [a-zA-Z0-9_-]",
@@ -484,7 +511,10 @@ impl Plugin {
                 )));
             }
             let input_schema = serde_json::from_str(&t.input_schema).map_err(|e| {
-                invalid(format!("tool `{}`: input-schema is not valid JSON: {e}", t.name))
+                invalid(format!(
+                    "tool `{}`: input-schema is not valid JSON: {e}",
+                    t.name
+                ))
             })?;
             let output_schema = t
                 .output_schema
@@ -492,7 +522,10 @@ impl Plugin {
                 .map(serde_json::from_str)
                 .transpose()
                 .map_err(|e| {
-                    invalid(format!("tool `{}`: output-schema is not valid JSON: {e}", t.name))
+                    invalid(format!(
+                        "tool `{}`: output-schema is not valid JSON: {e}",
+                        t.name
+                    ))
                 })?;
             tools.push(ToolInfo {
                 name: t.name,
@@ -586,7 +619,10 @@ impl Plugin {
         };
         if view.handle.is_aborted() {
             // Cancelled before it started: nothing new starts (S76).
-            return setup_failed(StepFailure::new("cancelled", "cancelled before it started"), &view);
+            return setup_failed(
+                StepFailure::new("cancelled", "cancelled before it started"),
+                &view,
+            );
         }
         let state = match self.store_state(sandbox, &io, view.clone(), out.clone()) {
             Ok(state) => state,
@@ -612,7 +648,9 @@ impl Plugin {
         };
         if let Err(err) = &instantiated
             && variant.kind == EngineKind::Pooled
-            && err.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some()
+            && err
+                .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                .is_some()
         {
             tracing::debug!(plugin = %self.origin, "instance pool exhausted; instantiating on demand");
             match self.variant(EngineKind::OnDemand).await {
@@ -675,8 +713,9 @@ impl Plugin {
                 DirMode::Ro => FsPerms::ReadOnly,
                 DirMode::Rw => FsPerms::ReadWrite,
             };
-            wasi.preopened_dir(&dir.host, &dir.guest, perms).map_err(|e| {
-                StepFailure::new(
+            wasi.preopened_dir(&dir.host, &dir.guest, perms)
+                .map_err(|e| {
+                    StepFailure::new(
                     "sandbox-error",
                     format!(
                         "cannot open the granted directory {} (guest {}): {}; fix grants.dirs in \
@@ -687,7 +726,7 @@ impl Plugin {
                     ),
                 )
                 .not_retryable()
-            })?;
+                })?;
         }
         let mut allowed = Vec::with_capacity(grants.http.len());
         for entry in &grants.http {
@@ -835,7 +874,9 @@ async fn call_guest(
                 .as_ref()
                 .ok_or_else(|| wasmtime::format_err!("the plugin exports no steps"))?;
             let guest = idx.load(&mut *store, instance)?;
-            Ok(Ret::Execute(guest.call_execute(&mut *store, &name, &ctx).await?))
+            Ok(Ret::Execute(
+                guest.call_execute(&mut *store, &name, &ctx).await?,
+            ))
         }
         Call::Tool { name, call } => {
             let idx = variant

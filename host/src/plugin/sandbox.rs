@@ -189,8 +189,7 @@ impl HostPattern {
     /// Parses `host`, `host:port`, `*.suffix` or `[v6]:port`; `None` when malformed.
     pub(crate) fn parse(entry: &str) -> Option<Self> {
         let entry = entry.trim();
-        if entry.is_empty() || entry.contains("://") || entry.contains('/') || entry.contains('@')
-        {
+        if entry.is_empty() || entry.contains("://") || entry.contains('/') || entry.contains('@') {
             return None;
         }
         let (wildcard, rest) = match entry.strip_prefix("*.") {
@@ -268,7 +267,8 @@ mod tests {
 
         let unknown = serde_json::json!({"limits": {"memory": 64}});
         assert!(serde_json::from_value::<Sandbox>(unknown).is_err());
-        let default_mode = serde_json::json!({"grants": {"dirs": [{"host": "/tmp", "guest": "/d"}]}});
+        let default_mode =
+            serde_json::json!({"grants": {"dirs": [{"host": "/tmp", "guest": "/d"}]}});
         let sandbox: Sandbox = serde_json::from_value(default_mode).expect("parses");
         assert_eq!(sandbox.grants.dirs[0].mode, DirMode::Ro);
     }
@@ -281,11 +281,17 @@ mod tests {
             guest: "/d".into(),
             mode: DirMode::Ro,
         });
-        let err = sandbox.check().expect_err("relative dir refused").to_string();
+        let err = sandbox
+            .check()
+            .expect_err("relative dir refused")
+            .to_string();
         assert!(err.contains("relative/dir"), "{err}");
 
         let mut sandbox = Sandbox::default();
-        sandbox.grants.http.push("https://api.example.com/v1".into());
+        sandbox
+            .grants
+            .http
+            .push("https://api.example.com/v1".into());
         let err = sandbox.check().expect_err("url refused").to_string();
         assert!(err.contains("grants.http"), "{err}");
     }
@@ -310,7 +316,11 @@ mod tests {
 
         let p = HostPattern::parse("[::1]:8080").expect("valid");
         assert!(p.allows("[::1]", 8080));
-        assert!(HostPattern::parse("127.0.0.1").expect("valid").allows("127.0.0.1", 1234));
+        assert!(
+            HostPattern::parse("127.0.0.1")
+                .expect("valid")
+                .allows("127.0.0.1", 1234)
+        );
 
         assert!(HostPattern::parse("").is_none());
         assert!(HostPattern::parse("http://x").is_none());

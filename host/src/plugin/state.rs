@@ -79,7 +79,10 @@ pub(crate) struct AbortView {
 impl AbortView {
     /// What aborted the invocation first, and when, if anything has by `now`.
     pub(crate) fn cause(&self, now: Instant) -> Option<(AbortCause, Instant)> {
-        let cancelled = self.handle.aborted_at().map(|at| (AbortCause::Cancelled, at));
+        let cancelled = self
+            .handle
+            .aborted_at()
+            .map(|at| (AbortCause::Cancelled, at));
         let timeout = self
             .deadline_at
             .filter(|at| *at <= now)
@@ -742,6 +745,9 @@ mod tests {
             deadline_at: None,
             ..view
         };
-        assert_eq!(no_deadline.reason(Instant::now()).as_deref(), Some("cancelled"));
+        assert_eq!(
+            no_deadline.reason(Instant::now()).as_deref(),
+            Some("cancelled")
+        );
     }
 }

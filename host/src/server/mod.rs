@@ -75,12 +75,13 @@ struct ListQuery {
 }
 
 async fn list(State(rt): State<Runtime>, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
-    let status = match q.status.as_deref() {
-        Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
-            ApiError(StatusCode::BAD_REQUEST, format!("unknown status `{s}`"))
-        })?),
-        None => None,
-    };
+    let status =
+        match q.status.as_deref() {
+            Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
+                ApiError(StatusCode::BAD_REQUEST, format!("unknown status `{s}`"))
+            })?),
+            None => None,
+        };
     let runs = rt.runs(q.workflow.as_deref(), status)?;
     Ok(Json(runs).into_response())
 }
@@ -110,7 +111,11 @@ async fn start(
         .await
         .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.to_string()))?;
     let id = rt
-        .start(&workflow, body.input.unwrap_or_else(|| json!({})), body.run_id)
+        .start(
+            &workflow,
+            body.input.unwrap_or_else(|| json!({})),
+            body.run_id,
+        )
         .await?;
     if q.wait {
         let record = rt.wait(&id).await?;

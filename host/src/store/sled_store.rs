@@ -152,15 +152,27 @@ impl Store for SledStore {
     }
 
     fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.data.get(key(BASE, run_id)).map_err(backend)?.map(|v| v.to_vec()))
+        Ok(self
+            .data
+            .get(key(BASE, run_id))
+            .map_err(backend)?
+            .map(|v| v.to_vec()))
     }
 
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.data.get(key(DEFINITION, run_id)).map_err(backend)?.map(|v| v.to_vec()))
+        Ok(self
+            .data
+            .get(key(DEFINITION, run_id))
+            .map_err(backend)?
+            .map(|v| v.to_vec()))
     }
 
     fn plugin(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.data.get(key(PLUGIN, digest)).map_err(backend)?.map(|v| v.to_vec()))
+        Ok(self
+            .data
+            .get(key(PLUGIN, digest))
+            .map_err(backend)?
+            .map(|v| v.to_vec()))
     }
 
     fn events(&self, run_id: &str, from: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
@@ -168,16 +180,22 @@ impl Store for SledStore {
     }
 
     fn log(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError> {
-        Ok(self.scan(LOG, run_id, from)?.into_iter().map(|(_, v)| v).collect())
+        Ok(self
+            .scan(LOG, run_id, from)?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect())
     }
 
     fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError> {
         match self.data.get(key(SUMMARY, run_id)).map_err(backend)? {
             None => Ok(None),
-            Some(v) => serde_json::from_slice(&v).map(Some).map_err(|e| StoreError::Corrupt {
-                key: format!("summary of {run_id}"),
-                message: e.to_string(),
-            }),
+            Some(v) => serde_json::from_slice(&v)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt {
+                    key: format!("summary of {run_id}"),
+                    message: e.to_string(),
+                }),
         }
     }
 
@@ -191,7 +209,11 @@ impl Store for SledStore {
             })?;
             out.push(s);
         }
-        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.run_id.cmp(&a.run_id)));
+        out.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then(b.run_id.cmp(&a.run_id))
+        });
         Ok(out)
     }
 }

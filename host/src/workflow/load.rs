@@ -35,7 +35,10 @@ pub struct LoadedPlugin {
 }
 
 /// Reads, parses and checks the workflow file at `path` and every file it names.
-pub async fn load_workflow(path: &Path, host: &PluginHost) -> Result<LoadedWorkflow, WorkflowError> {
+pub async fn load_workflow(
+    path: &Path,
+    host: &PluginHost,
+) -> Result<LoadedWorkflow, WorkflowError> {
     load_workflow_with(path, None, host, &NativeSteps::default()).await
 }
 
@@ -74,7 +77,12 @@ pub async fn load_workflow_with(
                 )
             })?;
             let plugin = host.load(&bytes, pin.as_deref()).await.map_err(|e| {
-                WorkflowError::at(&file, Some(*line), format!("plugin {}: {e}", path.display()), "")
+                WorkflowError::at(
+                    &file,
+                    Some(*line),
+                    format!("plugin {}: {e}", path.display()),
+                    "",
+                )
             })?;
             by_path.insert(path.clone(), plugin.digest().to_owned());
             plugins.insert(
@@ -123,7 +131,12 @@ struct ParsedFile {
 
 fn parse_file(path: &Path) -> Result<ParsedFile, WorkflowError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        WorkflowError::at(path, None, format!("cannot read the workflow file: {e}"), "check the path")
+        WorkflowError::at(
+            path,
+            None,
+            format!("cannot read the workflow file: {e}"),
+            "check the path",
+        )
     })?;
     parse_text(path, &text)
 }
@@ -214,23 +227,40 @@ struct FileCx<'a> {
 }
 
 impl<'a> Builder<'a> {
-    fn file(&mut self, path: &Path, prefix: String, named_at: Option<(&Path, u64)>) -> Result<FileId, WorkflowError> {
+    fn file(
+        &mut self,
+        path: &Path,
+        prefix: String,
+        named_at: Option<(&Path, u64)>,
+    ) -> Result<FileId, WorkflowError> {
         if self.stack.iter().any(|p| p == path) {
             let (by, line) = named_at.unwrap_or((path, 0));
             return Err(WorkflowError::at(
                 by,
                 Some(line),
-                format!("workflow file {} names itself through nested workflows", path.display()),
+                format!(
+                    "workflow file {} names itself through nested workflows",
+                    path.display()
+                ),
                 "remove the cycle of `workflow:` entries",
             ));
         }
         let files = self.files;
         let Some(parsed) = files.get(path) else {
-            return Err(WorkflowError::at(path, None, "file was not loaded".into(), ""));
+            return Err(WorkflowError::at(
+                path,
+                None,
+                "file was not loaded".into(),
+                "",
+            ));
         };
         let raw = &parsed.raw;
         let id = &raw.id.value;
-        if id.is_empty() || !id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_') {
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        {
             return Err(WorkflowError::at(
                 path,
                 line(&raw.id.referenced),
@@ -243,7 +273,12 @@ impl<'a> Builder<'a> {
         let state_schema = compile_schema(path, raw.state_schema.clone(), "state-schema")?;
         let initial_state = raw.initial_state.clone().unwrap_or_else(|| json!({}));
         if !initial_state.is_object() {
-            return Err(WorkflowError::at(path, None, "initial-state must be an object".into(), "write `initial-state: {}`"));
+            return Err(WorkflowError::at(
+                path,
+                None,
+                "initial-state must be an object".into(),
+                "write `initial-state: {}`",
+            ));
         }
         if let Some(s) = &state_schema
             && let Err(v) = s.check(&initial_state)
@@ -251,7 +286,10 @@ impl<'a> Builder<'a> {
             return Err(WorkflowError::at(
                 path,
                 None,
-                format!("initial-state breaks state-schema: {}", schema::summarize(&v)),
+                format!(
+                    "initial-state breaks state-schema: {}",
+                    schema::summarize(&v)
+                ),
                 "make initial-state satisfy state-schema",
             ));
         }
@@ -274,7 +312,12 @@ impl<'a> Builder<'a> {
             retry: raw.retry.clone().unwrap_or_default(),
         };
         if raw.steps.value.is_empty() {
-            return Err(WorkflowError::at(path, line(&raw.steps.referenced), "`steps:` is empty".into(), "add at least one entry"));
+            return Err(WorkflowError::at(
+                path,
+                line(&raw.steps.referenced),
+                "`steps:` is empty".into(),
+                "add at least one entry",
+            ));
         }
         let mut body = Vec::new();
         for e in &raw.steps.value {
@@ -289,7 +332,12 @@ impl<'a> Builder<'a> {
         let name = &id.value;
         let ln = id.referenced.line();
         if name.is_empty() || name.contains('.') {
-            return Err(WorkflowError::at(fcx.path, Some(ln), format!("id `{name}` is not valid"), "ids must be non-empty and must not contain `.`"));
+            return Err(WorkflowError::at(
+                fcx.path,
+                Some(ln),
+                format!("id `{name}` is not valid"),
+                "ids must be non-empty and must not contain `.`",
+            ));
         }
         if let Some(first) = fcx.ids.insert(name.clone(), ln) {
             return Err(WorkflowError::at(
@@ -303,7 +351,11 @@ impl<'a> Builder<'a> {
     }
 
     fn push(&mut self, id: &str, prefix: &str, fcx: &FileCx) -> (EntryId, String) {
-        let path = if prefix.is_empty() { id.to_owned() } else { format!("{prefix}.{id}") };
+        let path = if prefix.is_empty() {
+            id.to_owned()
+        } else {
+            format!("{prefix}.{id}")
+        };
         let eid = self.graph.entries.len() as EntryId;
         self.graph.entries.push(EntryDef {
             id: id.to_owned(),
@@ -314,12 +366,22 @@ impl<'a> Builder<'a> {
         (eid, path)
     }
 
-    fn list(&mut self, d: &RawDo, prefix: &str, fcx: &mut FileCx) -> Result<Vec<EntryId>, WorkflowError> {
+    fn list(
+        &mut self,
+        d: &RawDo,
+        prefix: &str,
+        fcx: &mut FileCx,
+    ) -> Result<Vec<EntryId>, WorkflowError> {
         match d {
             RawDo::One(e) => Ok(vec![self.entry(e, prefix, fcx)?]),
             RawDo::List(list) => {
                 if list.is_empty() {
-                    return Err(WorkflowError::at(fcx.path, None, format!("an empty `do:` list under {prefix}"), "add at least one entry"));
+                    return Err(WorkflowError::at(
+                        fcx.path,
+                        None,
+                        format!("an empty `do:` list under {prefix}"),
+                        "add at least one entry",
+                    ));
                 }
                 list.iter().map(|e| self.entry(e, prefix, fcx)).collect()
             }
@@ -329,12 +391,22 @@ impl<'a> Builder<'a> {
     fn expr(&self, s: &Spanned<String>, what: &str, fcx: &FileCx) -> Result<Expr, WorkflowError> {
         let e = Expr::new(s.value.clone());
         e.check().map_err(|msg| {
-            WorkflowError::at(fcx.path, line(&s.referenced), format!("{what}: {msg}"), "fix the jq expression")
+            WorkflowError::at(
+                fcx.path,
+                line(&s.referenced),
+                format!("{what}: {msg}"),
+                "fix the jq expression",
+            )
         })?;
         Ok(e)
     }
 
-    fn entry(&mut self, e: &RawEntry, prefix: &str, fcx: &mut FileCx) -> Result<EntryId, WorkflowError> {
+    fn entry(
+        &mut self,
+        e: &RawEntry,
+        prefix: &str,
+        fcx: &mut FileCx,
+    ) -> Result<EntryId, WorkflowError> {
         let blocks = [
             e.parallel.is_some(),
             e.branch.is_some(),
@@ -347,17 +419,35 @@ impl<'a> Builder<'a> {
         .iter()
         .filter(|b| **b)
         .count();
-        let step_fields = e.id.is_some() || e.plugin.is_some() || e.native.is_some() || e.step.is_some() || e.config.is_some();
+        let step_fields = e.id.is_some()
+            || e.plugin.is_some()
+            || e.native.is_some()
+            || e.step.is_some()
+            || e.config.is_some();
         if blocks > 1 || (blocks == 1 && step_fields) {
             let ln = e.id.as_ref().map(|i| i.referenced.line());
-            return Err(WorkflowError::at(fcx.path, ln, "an entry mixes a step and blocks, or several blocks".into(), "write one step or one block per entry"));
+            return Err(WorkflowError::at(
+                fcx.path,
+                ln,
+                "an entry mixes a step and blocks, or several blocks".into(),
+                "write one step or one block per entry",
+            ));
         }
         if let Some(p) = &e.parallel {
             self.claim_id(&p.id, fcx)?;
             let (eid, path) = self.push(&p.id.value, prefix, fcx);
-            let arms = p.steps.iter().map(|a| self.entry(a, &path, fcx)).collect::<Result<Vec<_>, _>>()?;
+            let arms = p
+                .steps
+                .iter()
+                .map(|a| self.entry(a, &path, fcx))
+                .collect::<Result<Vec<_>, _>>()?;
             if arms.is_empty() {
-                return Err(WorkflowError::at(fcx.path, line(&p.id.referenced), format!("parallel {path} has no steps"), "add arms under `steps:`"));
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    line(&p.id.referenced),
+                    format!("parallel {path} has no steps"),
+                    "add arms under `steps:`",
+                ));
             }
             self.graph.entries[eid as usize].kind = EntryKind::Parallel { arms };
             return Ok(eid);
@@ -378,7 +468,12 @@ impl<'a> Builder<'a> {
                         gid
                     }
                     (RawDo::List(_), None) => {
-                        return Err(WorkflowError::at(fcx.path, line(&arm.when.referenced), format!("an arm of branch {path} has a `do:` list but no `id:`"), "give the arm an `id:` (S107)"));
+                        return Err(WorkflowError::at(
+                            fcx.path,
+                            line(&arm.when.referenced),
+                            format!("an arm of branch {path} has a `do:` list but no `id:`"),
+                            "give the arm an `id:` (S107)",
+                        ));
                     }
                 };
                 arms.push(BranchArm { when, entry });
@@ -391,7 +486,12 @@ impl<'a> Builder<'a> {
             let (eid, path) = self.push(&f.id.value, prefix, fcx);
             let concurrency = f.concurrency.unwrap_or(1);
             if concurrency == 0 {
-                return Err(WorkflowError::at(fcx.path, line(&f.id.referenced), format!("foreach {path}: concurrency 0"), "use 1 or more"));
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    line(&f.id.referenced),
+                    format!("foreach {path}: concurrency 0"),
+                    "use 1 or more",
+                ));
             }
             let body = self.list(&f.do_, &path, fcx)?;
             self.graph.entries[eid as usize].kind = EntryKind::Foreach { concurrency, body };
@@ -404,11 +504,21 @@ impl<'a> Builder<'a> {
                 (Some(w), None) => (self.expr(w, &format!("loop {path}: do-while"), fcx)?, false),
                 (None, Some(u)) => (self.expr(u, &format!("loop {path}: do-until"), fcx)?, true),
                 _ => {
-                    return Err(WorkflowError::at(fcx.path, line(&l.id.referenced), format!("loop {path} needs exactly one of do-while and do-until"), "keep one of them"));
+                    return Err(WorkflowError::at(
+                        fcx.path,
+                        line(&l.id.referenced),
+                        format!("loop {path} needs exactly one of do-while and do-until"),
+                        "keep one of them",
+                    ));
                 }
             };
             let body = self.list(&l.do_, &path, fcx)?;
-            self.graph.entries[eid as usize].kind = EntryKind::Loop { test, until, max_iterations: l.max_iterations, body };
+            self.graph.entries[eid as usize].kind = EntryKind::Loop {
+                test,
+                until,
+                max_iterations: l.max_iterations,
+                body,
+            };
             return Ok(eid);
         }
         if let Some(s) = &e.sleep {
@@ -418,7 +528,12 @@ impl<'a> Builder<'a> {
                 (Some(_), None) => None,
                 (None, Some(u)) => Some(self.expr(u, &format!("sleep {path}: until"), fcx)?),
                 _ => {
-                    return Err(WorkflowError::at(fcx.path, line(&s.id.referenced), format!("sleep {path} needs exactly one of ms and until"), "keep one of them"));
+                    return Err(WorkflowError::at(
+                        fcx.path,
+                        line(&s.id.referenced),
+                        format!("sleep {path} needs exactly one of ms and until"),
+                        "keep one of them",
+                    ));
                 }
             };
             self.graph.entries[eid as usize].kind = EntryKind::Sleep { ms: s.ms, until };
@@ -442,15 +557,33 @@ impl<'a> Builder<'a> {
         self.step(e, prefix, fcx)
     }
 
-    fn step(&mut self, e: &RawEntry, prefix: &str, fcx: &mut FileCx) -> Result<EntryId, WorkflowError> {
+    fn step(
+        &mut self,
+        e: &RawEntry,
+        prefix: &str,
+        fcx: &mut FileCx,
+    ) -> Result<EntryId, WorkflowError> {
         let Some(id) = &e.id else {
             let ln = e.plugin.as_ref().map(|p| p.referenced.line());
-            return Err(WorkflowError::at(fcx.path, ln, "a step has no `id:`".into(), "give every step an id"));
+            return Err(WorkflowError::at(
+                fcx.path,
+                ln,
+                "a step has no `id:`".into(),
+                "give every step an id",
+            ));
         };
         let ln = Some(id.referenced.line());
         if let Some(name) = &e.native {
             if e.plugin.is_some() || e.step.is_some() {
-                return Err(WorkflowError::at(fcx.path, ln, format!("step `{}` has both `native:` and `plugin:`/`step:`", id.value), "keep one of them"));
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    ln,
+                    format!(
+                        "step `{}` has both `native:` and `plugin:`/`step:`",
+                        id.value
+                    ),
+                    "keep one of them",
+                ));
             }
             self.claim_id(id, fcx)?;
             let Some(native) = self.natives.get(&name.value) else {
@@ -458,7 +591,15 @@ impl<'a> Builder<'a> {
                 return Err(WorkflowError::at(
                     fcx.path,
                     line(&name.referenced),
-                    format!("no native step `{}` is registered (registered: {})", name.value, if names.is_empty() { "none".into() } else { names.join(", ") }),
+                    format!(
+                        "no native step `{}` is registered (registered: {})",
+                        name.value,
+                        if names.is_empty() {
+                            "none".into()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
                     "register it with Runtime::register before loading the workflow",
                 ));
             };
@@ -466,7 +607,12 @@ impl<'a> Builder<'a> {
             return self.finish_step(e, id, prefix, fcx, NATIVE_PLUGIN.to_owned(), &info);
         }
         let Some(alias) = &e.plugin else {
-            return Err(WorkflowError::at(fcx.path, ln, format!("step `{}` names no plugin and is no block", id.value), "add `plugin:` or a block key (parallel, branch, foreach, loop, sleep, map, workflow)"));
+            return Err(WorkflowError::at(
+                fcx.path,
+                ln,
+                format!("step `{}` names no plugin and is no block", id.value),
+                "add `plugin:` or a block key (parallel, branch, foreach, loop, sleep, map, workflow)",
+            ));
         };
         self.claim_id(id, fcx)?;
         let parsed = fcx.parsed;
@@ -475,49 +621,124 @@ impl<'a> Builder<'a> {
             return Err(WorkflowError::at(
                 fcx.path,
                 line(&alias.referenced),
-                format!("step `{}` names plugin `{}`, which is not declared (declared: {})", id.value, alias.value, if declared.is_empty() { "none".into() } else { declared.join(", ") }),
+                format!(
+                    "step `{}` names plugin `{}`, which is not declared (declared: {})",
+                    id.value,
+                    alias.value,
+                    if declared.is_empty() {
+                        "none".into()
+                    } else {
+                        declared.join(", ")
+                    }
+                ),
                 "fix the name or declare the plugin under `plugins:`",
             ));
         };
-        let Some((digest, loaded)) = self.by_path.get(wasm).and_then(|d| self.plugins.get_key_value(d)) else {
-            return Err(WorkflowError::at(fcx.path, ln, format!("plugin `{}` was not loaded", alias.value), ""));
+        let Some((digest, loaded)) = self
+            .by_path
+            .get(wasm)
+            .and_then(|d| self.plugins.get_key_value(d))
+        else {
+            return Err(WorkflowError::at(
+                fcx.path,
+                ln,
+                format!("plugin `{}` was not loaded", alias.value),
+                "",
+            ));
         };
         let plugin = &loaded.plugin;
         let names: Vec<&str> = plugin.steps().iter().map(|s| s.name.as_str()).collect();
         let info = match &e.step {
-            Some(name) => plugin.steps().iter().find(|s| s.name == name.value).ok_or_else(|| {
-                WorkflowError::at(
-                    fcx.path,
-                    line(&name.referenced),
-                    format!("plugin `{}` has no step `{}` (it has: {})", alias.value, name.value, if names.is_empty() { "none".into() } else { names.join(", ") }),
-                    "fix the step name; `weft plugin inspect` lists a plugin's steps",
-                )
-            })?,
+            Some(name) => plugin
+                .steps()
+                .iter()
+                .find(|s| s.name == name.value)
+                .ok_or_else(|| {
+                    WorkflowError::at(
+                        fcx.path,
+                        line(&name.referenced),
+                        format!(
+                            "plugin `{}` has no step `{}` (it has: {})",
+                            alias.value,
+                            name.value,
+                            if names.is_empty() {
+                                "none".into()
+                            } else {
+                                names.join(", ")
+                            }
+                        ),
+                        "fix the step name; `weft plugin inspect` lists a plugin's steps",
+                    )
+                })?,
             None if names.len() == 1 => &plugin.steps()[0],
             None => {
-                return Err(WorkflowError::at(fcx.path, ln, format!("step `{}`: plugin `{}` has {} steps ({}); say which with `step:`", id.value, alias.value, names.len(), names.join(", ")), "add `step: NAME`"));
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    ln,
+                    format!(
+                        "step `{}`: plugin `{}` has {} steps ({}); say which with `step:`",
+                        id.value,
+                        alias.value,
+                        names.len(),
+                        names.join(", ")
+                    ),
+                    "add `step: NAME`",
+                ));
             }
         };
         let key = format!("{}/{}", fcx.file, alias.value);
         if !self.graph.plugins.contains_key(&key) {
             let raw = &parsed.raw.plugins[&alias.value].value;
             let sandbox = sandbox_value(raw, &parsed.dir);
-            if let Err(err) = serde_json::from_value::<Sandbox>(sandbox.clone()).map_err(|e| e.to_string()).and_then(|s| s.check().map_err(|e| e.to_string())) {
-                return Err(WorkflowError::at(fcx.path, line(&parsed.raw.plugins[&alias.value].referenced), format!("plugin `{}`: {err}", alias.value), "fix `limits:` / `grants:`"));
+            if let Err(err) = serde_json::from_value::<Sandbox>(sandbox.clone())
+                .map_err(|e| e.to_string())
+                .and_then(|s| s.check().map_err(|e| e.to_string()))
+            {
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    line(&parsed.raw.plugins[&alias.value].referenced),
+                    format!("plugin `{}`: {err}", alias.value),
+                    "fix `limits:` / `grants:`",
+                ));
             }
-            self.graph.plugins.insert(key.clone(), PluginRef { digest: digest.clone(), source: wasm.display().to_string(), sandbox });
+            self.graph.plugins.insert(
+                key.clone(),
+                PluginRef {
+                    digest: digest.clone(),
+                    source: wasm.display().to_string(),
+                    sandbox,
+                },
+            );
         }
         let info = info.clone();
         self.finish_step(e, id, prefix, fcx, key, &info)
     }
 
-    fn finish_step(&mut self, e: &RawEntry, id: &Spanned<String>, prefix: &str, fcx: &mut FileCx, key: String, info: &StepInfo) -> Result<EntryId, WorkflowError> {
+    fn finish_step(
+        &mut self,
+        e: &RawEntry,
+        id: &Spanned<String>,
+        prefix: &str,
+        fcx: &mut FileCx,
+        key: String,
+        info: &StepInfo,
+    ) -> Result<EntryId, WorkflowError> {
         let ln = Some(id.referenced.line());
         let mut config = e.config.clone().unwrap_or_else(|| json!({}));
         if let Some(cs) = &info.config_schema {
-            let schema = compile_schema(fcx.path, Some(cs.clone()), &format!("config-schema of step {}", info.name))?.unwrap_or_else(|| Schema::new(json!({})));
+            let schema = compile_schema(
+                fcx.path,
+                Some(cs.clone()),
+                &format!("config-schema of step {}", info.name),
+            )?
+            .unwrap_or_else(|| Schema::new(json!({})));
             if let Err(v) = schema.fill_and_check(&mut config) {
-                return Err(WorkflowError::at(fcx.path, ln, format!("step `{}`: config: {}", id.value, schema::summarize(&v)), "fix `config:` to satisfy the step's config-schema (S17)"));
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    ln,
+                    format!("step `{}`: config: {}", id.value, schema::summarize(&v)),
+                    "fix `config:` to satisfy the step's config-schema (S17)",
+                ));
             }
         }
         let retry = merge_retry(&fcx.retry, e.retry.as_ref());
@@ -528,14 +749,14 @@ impl<'a> Builder<'a> {
             resume: compile_schema(fcx.path, info.resume_schema.clone(), "resume-schema")?,
         };
         let (eid, _) = self.push(&id.value, prefix, fcx);
-        self.graph.entries[eid as usize].kind = EntryKind::Step(StepDef {
+        self.graph.entries[eid as usize].kind = EntryKind::Step(Box::new(StepDef {
             plugin: key,
             step: info.name.clone(),
             config,
             retry,
             timeout_ms: e.timeout_ms,
             schemas,
-        });
+        }));
         Ok(eid)
     }
 }
@@ -544,9 +765,16 @@ fn merge_retry(default: &RawRetry, own: Option<&RawRetry>) -> RetryPolicy {
     let base = RetryPolicy::default();
     let pick = |f: fn(&RawRetry) -> Option<u64>| own.and_then(f).or_else(|| f(default));
     RetryPolicy {
-        attempts: own.and_then(|r| r.attempts).or(default.attempts).unwrap_or(base.attempts).max(1),
+        attempts: own
+            .and_then(|r| r.attempts)
+            .or(default.attempts)
+            .unwrap_or(base.attempts)
+            .max(1),
         delay_ms: pick(|r| r.delay_ms).unwrap_or(base.delay_ms),
-        backoff: own.and_then(|r| r.backoff).or(default.backoff).unwrap_or(base.backoff),
+        backoff: own
+            .and_then(|r| r.backoff)
+            .or(default.backoff)
+            .unwrap_or(base.backoff),
         max_delay_ms: pick(|r| r.max_delay_ms),
     }
 }
@@ -564,11 +792,20 @@ fn sandbox_value(raw: &RawPlugin, dir: &Path) -> Value {
     json!({ "limits": raw.limits.clone().unwrap_or_else(|| json!({})), "grants": grants })
 }
 
-fn compile_schema(path: &Path, value: Option<Value>, what: &str) -> Result<Option<Schema>, WorkflowError> {
+fn compile_schema(
+    path: &Path,
+    value: Option<Value>,
+    what: &str,
+) -> Result<Option<Schema>, WorkflowError> {
     let Some(value) = value else { return Ok(None) };
     let schema = Schema::new(value);
-    schema
-        .compile()
-        .map_err(|e| WorkflowError::at(path, None, format!("{what}: {e}"), "fix the JSON Schema (draft 2020-12)"))?;
+    schema.compile().map_err(|e| {
+        WorkflowError::at(
+            path,
+            None,
+            format!("{what}: {e}"),
+            "fix the JSON Schema (draft 2020-12)",
+        )
+    })?;
     Ok(Some(schema))
 }
