@@ -4,3 +4,5 @@
 mod common;
 mod sequence;
 mod durability;
+mod hostile;
+mod plugin;
