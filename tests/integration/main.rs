@@ -6,3 +6,4 @@ mod sequence;
 mod durability;
 mod hostile;
 mod plugin;
+mod server;
