@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::{RunRecord, Runtime, RuntimeError, StoredEvent, now_ms, summary};
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
-    self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, StepsView, Tracking,
+    self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, RunStatus, StepsView,
+    Tracking,
 };
 use crate::native::NATIVE_PLUGIN;
 use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
@@ -48,7 +49,10 @@ pub struct Actor {
     graph: Arc<Graph>,
     tx: mpsc::UnboundedSender<Msg>,
     events: broadcast::Sender<Arc<StoredEvent>>,
+    status: watch::Sender<RunStatus>,
     next_seq: u64,
+    /// Events in the run's orchestration log.
+    log_len: u64,
     /// Transitions committed since the last snapshot.
     unsnapshotted: u32,
     in_flight: HashMap<u64, InFlight>,
@@ -62,7 +66,9 @@ impl Actor {
         graph: Arc<Graph>,
         tx: mpsc::UnboundedSender<Msg>,
         events: broadcast::Sender<Arc<StoredEvent>>,
+        status: watch::Sender<RunStatus>,
         next_seq: u64,
+        log_len: u64,
     ) -> Self {
         Actor {
             rt,
@@ -70,7 +76,9 @@ impl Actor {
             graph,
             tx,
             events,
+            status,
             next_seq,
+            log_len,
             unsnapshotted: 0,
             in_flight: HashMap::new(),
             sandboxes: HashMap::new(),
@@ -210,13 +218,16 @@ impl Actor {
             None
         };
         let sum = snapshot.then(|| summary(&self.state));
+        let index = self.log_len;
+        let logged = u64::from(event_bytes.is_some());
         self.rt.inner.store.commit(Commit {
             run_id: &self.state.run_id,
-            event: event_bytes.as_deref(),
+            event: event_bytes.as_deref().map(|b| (index, b)),
             events: &events,
-            snapshot: snap.as_deref(),
+            snapshot: snap.as_deref().map(|s| (s, index + logged)),
             summary: sum.as_ref(),
         })?;
+        self.log_len += logged;
         Ok(())
     }
 
@@ -258,6 +269,11 @@ impl Actor {
         for ev in stored {
             let _ = self.events.send(Arc::new(ev));
         }
+        self.status.send_if_modified(|s| {
+            let changed = *s != self.state.status;
+            *s = self.state.status;
+            changed
+        });
         for cmd in effects {
             self.carry_out(cmd).await;
         }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::engine::{self, Event, Graph, Refusal, ResumeRequest, RunState, RunStatus};
 use crate::native::{NativeStep, NativeSteps};
@@ -96,6 +96,7 @@ struct Inner {
 struct LiveRun {
     tx: mpsc::UnboundedSender<Msg>,
     events: broadcast::Sender<Arc<StoredEvent>>,
+    status: watch::Receiver<RunStatus>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -194,7 +195,7 @@ impl Runtime {
             plugins: &plugin_bytes,
             snapshot: &snapshot,
         })?;
-        let live = self.spawn(state, graph, 1)?;
+        let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
         Ok(run_id)
     }
@@ -262,34 +263,28 @@ impl Runtime {
             plugins: &plugin_bytes,
             snapshot: &snapshot,
         })?;
-        let live = self.spawn(state, graph, 1)?;
+        let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
         Ok(run_id)
     }
 
     /// Waits until the run has ended or suspended, and returns its record.
     pub async fn wait(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
-        let mut rx = match self.live(run_id) {
-            Some(live) => Some(live.events.subscribe()),
-            None => None,
-        };
+        let mut status = self.live(run_id).map(|l| l.status);
         loop {
-            let record = self.show(run_id).await?;
-            if !matches!(record.status, RunStatus::Running | RunStatus::Pending) {
-                return Ok(record);
+            if let Some(rx) = status.as_mut()
+                && rx
+                    .wait_for(|s| !matches!(s, RunStatus::Running | RunStatus::Pending))
+                    .await
+                    .is_err()
+            {
+                // The actor retired: the store has the final word.
+                status = None;
             }
-            let Some(events) = rx.as_mut() else {
+            let record = self.show(run_id).await?;
+            if !matches!(record.status, RunStatus::Running | RunStatus::Pending) || status.is_none()
+            {
                 return Ok(record);
-            };
-            loop {
-                match events.recv().await {
-                    Ok(ev) if ev.is_stop() => break,
-                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => {
-                        rx = None;
-                        break;
-                    }
-                }
             }
         }
     }
@@ -438,6 +433,11 @@ impl Runtime {
 
     /// The run's latest state: its snapshot, with the log events after it folded in again.
     fn load(&self, run_id: &str) -> Result<(RunState, Graph), RuntimeError> {
+        self.load_counted(run_id).map(|(state, graph, _)| (state, graph))
+    }
+
+    /// [`Runtime::load`], with the length of the run's log.
+    fn load_counted(&self, run_id: &str) -> Result<(RunState, Graph, u64), RuntimeError> {
         let store = &self.inner.store;
         let (snapshot, pos) = store
             .snapshot(run_id)?
@@ -448,12 +448,14 @@ impl Runtime {
         let mut state: RunState =
             serde_json::from_slice(&snapshot).map_err(|e| corrupt(run_id, e))?;
         let graph: Graph = serde_json::from_slice(&definition).map_err(|e| corrupt(run_id, e))?;
+        let mut len = pos;
         for bytes in store.log(run_id, pos)? {
             let event: Event = serde_json::from_slice(&bytes).map_err(|e| corrupt(run_id, e))?;
             // A refused event was stored only if it changed nothing; replaying it changes nothing.
             let _ = engine::advance(&mut state, &graph, event);
+            len += 1;
         }
-        Ok((state, graph))
+        Ok((state, graph, len))
     }
 
     /// The run's actor, started from the store when this process has none.
@@ -461,14 +463,14 @@ impl Runtime {
         if let Some(live) = self.live(run_id) {
             return Ok(live);
         }
-        let (state, graph) = self.load(run_id)?;
+        let (state, graph, log_len) = self.load_counted(run_id)?;
         let next_seq = self
             .inner
             .store
             .events(run_id, 1)?
             .last()
             .map_or(1, |(s, _)| s + 1);
-        let live = self.spawn(state, Arc::new(graph), next_seq)?;
+        let live = self.spawn(state, Arc::new(graph), next_seq, log_len)?;
         if self.live_status_needs_recovery(run_id) {
             let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
         }
@@ -490,6 +492,7 @@ impl Runtime {
         state: RunState,
         graph: Arc<Graph>,
         next_seq: u64,
+        log_len: u64,
     ) -> Result<LiveRun, RuntimeError> {
         let mut live = lock(&self.inner.live);
         if let Some(existing) = live.get(&state.run_id) {
@@ -497,12 +500,14 @@ impl Runtime {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(4096);
+        let (status_tx, status) = watch::channel(state.status);
         let handle = LiveRun {
             tx: tx.clone(),
             events: events.clone(),
+            status,
         };
         live.insert(state.run_id.clone(), handle.clone());
-        let actor = Actor::new(self.clone(), state, graph, tx, events, next_seq);
+        let actor = Actor::new(self.clone(), state, graph, tx, events, status_tx, next_seq, log_len);
         tokio::spawn(actor.run(rx));
         Ok(handle)
     }

@@ -117,7 +117,11 @@ fn pooling(config: &HostConfig) -> PoolingAllocationConfig {
         )
         .table_elements(pool.table_elements as usize)
         .max_tables_per_module(2)
-        .max_memories_per_module(1);
+        .max_memories_per_module(1)
+        .linear_memory_keep_resident(pool.keep_resident)
+        .table_keep_resident(pool.keep_resident)
+        .async_stack_keep_resident(pool.keep_resident)
+        .decommit_batch_size(pool.decommit_batch.max(1));
     p
 }
 

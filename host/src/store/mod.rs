@@ -62,12 +62,13 @@ pub struct NewRun<'a> {
 pub struct Commit<'a> {
     /// The run.
     pub run_id: &'a str,
-    /// The orchestration event, appended to the run's log.
-    pub event: Option<&'a [u8]>,
+    /// The orchestration event and its index in the run's log (0-based; the driver is the
+    /// run's only writer and counts).
+    pub event: Option<(u64, &'a [u8])>,
     /// Tracking events, by `seq`.
     pub events: &'a [(u64, Vec<u8>)],
-    /// The new snapshot, taken after this commit's event: it covers the whole log so far.
-    pub snapshot: Option<&'a [u8]>,
+    /// The new snapshot and how many log events it covers.
+    pub snapshot: Option<(&'a [u8], u64)>,
     /// The new summary.
     pub summary: Option<&'a RunSummary>,
 }

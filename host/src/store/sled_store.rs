@@ -37,7 +37,6 @@ const DEFINITION: u8 = b'd';
 const SUMMARY: u8 = b'r';
 const EVENT: u8 = b'e';
 const LOG: u8 = b'o';
-const LOG_NEXT: u8 = b'n';
 const PLUGIN: u8 = b'p';
 
 impl SledStore {
@@ -62,16 +61,6 @@ impl SledStore {
 
     fn summary_bytes(s: &RunSummary) -> Result<Vec<u8>, StoreError> {
         serde_json::to_vec(s).map_err(|e| StoreError::Backend(e.to_string()))
-    }
-
-    fn next_log(&self, run: &str) -> Result<u64, StoreError> {
-        Ok(self
-            .data
-            .get(key(LOG_NEXT, run))
-            .map_err(backend)?
-            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-            .map(u64::from_be_bytes)
-            .unwrap_or(0))
     }
 
     fn scan(&self, kind: u8, run: &str, from: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
@@ -115,18 +104,15 @@ impl Store for SledStore {
 
     fn commit(&self, c: Commit<'_>) -> Result<(), StoreError> {
         let mut batch = Batch::default();
-        let mut logged = self.next_log(c.run_id)?;
-        if let Some(event) = c.event {
-            batch.insert(seq_key(LOG, c.run_id, logged), event);
-            logged += 1;
-            batch.insert(key(LOG_NEXT, c.run_id), &logged.to_be_bytes());
+        if let Some((index, event)) = c.event {
+            batch.insert(seq_key(LOG, c.run_id, index), event);
         }
         for (seq, bytes) in c.events {
             batch.insert(seq_key(EVENT, c.run_id, *seq), bytes.as_slice());
         }
-        if let Some(snapshot) = c.snapshot {
+        if let Some((snapshot, covers)) = c.snapshot {
             batch.insert(key(SNAPSHOT, c.run_id), snapshot);
-            batch.insert(key(SNAPSHOT_POS, c.run_id), &logged.to_be_bytes());
+            batch.insert(key(SNAPSHOT_POS, c.run_id), &covers.to_be_bytes());
         }
         if let Some(summary) = c.summary {
             batch.insert(key(SUMMARY, c.run_id), Self::summary_bytes(summary)?);
