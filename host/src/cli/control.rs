@@ -5,11 +5,13 @@
 //! JSON lines `{"out": text}` / `{"err": text}` and finally `{"exit": code}`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use super::{Cmd, Output, exec};
 use crate::driver::Runtime;
@@ -29,6 +31,45 @@ enum Frame {
 pub struct Server {
     task: tokio::task::JoinHandle<()>,
     path: PathBuf,
+    clients: Arc<Clients>,
+}
+
+/// The connections being served.
+#[derive(Default)]
+struct Clients {
+    active: AtomicUsize,
+    idle: Notify,
+}
+
+/// Counts one connection while it is served.
+struct Served(Arc<Clients>);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if self.0.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl Server {
+    /// Stops taking connections and waits until every client being served has its answer, so
+    /// a holder whose own command ended never cuts another terminal's command off.
+    pub async fn finish(self, out: &mut dyn Output) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+        loop {
+            let idle = self.clients.idle.notified();
+            let active = self.clients.active.load(Ordering::SeqCst);
+            if active == 0 {
+                return;
+            }
+            out.err(&format!(
+                "waiting for {active} command(s) of other weft processes served by this one"
+            ));
+            idle.await;
+        }
+    }
 }
 
 impl Drop for Server {
@@ -50,12 +91,24 @@ pub fn serve(rt: Runtime) -> Option<Server> {
             return None;
         }
     };
+    let clients = Arc::new(Clients::default());
+    let counted = clients.clone();
     let task = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(handle(rt.clone(), stream));
+            counted.active.fetch_add(1, Ordering::SeqCst);
+            let served = Served(counted.clone());
+            let rt = rt.clone();
+            tokio::spawn(async move {
+                handle(rt, stream).await;
+                drop(served);
+            });
         }
     });
-    Some(Server { task, path })
+    Some(Server {
+        task,
+        path,
+        clients,
+    })
 }
 
 struct Remote(mpsc::UnboundedSender<Frame>);

@@ -167,7 +167,9 @@ pub async fn main(cli: Cli) -> i32 {
         Ok(rt) => {
             let server = control::serve(rt.clone());
             let code = exec(&rt, cmd, &mut out).await;
-            drop(server);
+            if let Some(server) = server {
+                server.finish(&mut out).await;
+            }
             code
         }
         Err(open_err) => match control::forward(&cli.home, &cmd, &mut out).await {

@@ -391,6 +391,8 @@ impl Runtime {
             let _ = tx.send(Arc::new(event));
         }
         if let Some(mut live_rx) = live_rx {
+            let store = self.inner.store.clone();
+            let run = run_id.to_owned();
             tokio::spawn(async move {
                 loop {
                     match live_rx.recv().await {
@@ -403,7 +405,22 @@ impl Runtime {
                                 return;
                             }
                         }
-                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            // The watcher fell behind the live buffer: everything published is
+                            // stored, so catch up from the store, then follow live again.
+                            let Ok(missed) = store.events(&run, next) else {
+                                return;
+                            };
+                            for (seq, bytes) in missed {
+                                let Ok(ev) = serde_json::from_slice::<StoredEvent>(&bytes) else {
+                                    return;
+                                };
+                                next = seq + 1;
+                                if tx.send(Arc::new(ev)).is_err() {
+                                    return;
+                                }
+                            }
+                        }
                         Err(broadcast::error::RecvError::Closed) => return,
                     }
                 }

@@ -9,6 +9,11 @@ use crate::engine::{
     SuspendedEntry, TripwireInfo,
 };
 
+/// Reads a member that is present as `Some`, even when it is `null` (a `null` result, S4).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 /// A run as `weft show --json` prints it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -21,7 +26,11 @@ pub struct RunRecord {
     /// The input, defaults filled.
     pub input: Value,
     /// Present only on success.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub result: Option<Value>,
     /// Present only on failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]

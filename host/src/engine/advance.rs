@@ -142,6 +142,10 @@ pub fn advance(run: &mut RunState, graph: &Graph, event: Event) -> Result<Vec<Co
                 return Ok(Vec::new());
             }
             run.cancelling = true;
+            if run.status == RunStatus::Suspended {
+                // Nothing runs: the drive pass below ends every suspended step (S76).
+                run.status = RunStatus::Running;
+            }
             let mut tokens = Vec::new();
             visit_seq(&run.root, None, &mut |node, _| {
                 if let NodeKind::Step(StepNode {
@@ -608,6 +612,34 @@ impl Cx<'_> {
         }
     }
 
+    /// Records a branch arm that was not taken (S22); inside a foreach item, as that item's
+    /// entry, so other items' entries stay.
+    fn record_skipped(&mut self, frame: &Frame, entry: &EntryDef) {
+        if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
+            let rec = self
+                .records
+                .entry(entry.path.clone())
+                .or_insert_with(|| StepRecord::new(StepStatus::Skipped));
+            let items = rec.items.get_or_insert_with(Vec::new);
+            let item = ItemRecord {
+                index,
+                status: StepStatus::Skipped,
+                input: Value::Null,
+                output: None,
+                error: None,
+                attempts: 0,
+            };
+            match items.binary_search_by_key(&index, |i| i.index) {
+                Ok(pos) => items[pos] = item,
+                Err(pos) => items.insert(pos, item),
+            }
+        } else {
+            let mut rec = StepRecord::new(StepStatus::Skipped);
+            rec.iteration = frame.iteration;
+            self.records.insert(entry.path.clone(), rec);
+        }
+    }
+
     /// Changes an execution's record: `f` sees the record and, inside an item, its item.
     fn record(
         &mut self,
@@ -769,9 +801,7 @@ fn drive_node(node: &mut Node, frame: &Frame, cx: &mut Cx) {
                 }
                 for (arm, t) in arms.iter().zip(&taken) {
                     if t.is_none() {
-                        let mut rec = StepRecord::new(StepStatus::Skipped);
-                        rec.iteration = frame.iteration;
-                        cx.records.insert(graph.entry(arm.entry).path.clone(), rec);
+                        cx.record_skipped(frame, graph.entry(arm.entry));
                     }
                 }
                 node.kind = NodeKind::Branch(taken);

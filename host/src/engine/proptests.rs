@@ -268,6 +268,8 @@ proptest! {
         prop_assert!(emitted.last().is_some_and(|k| k.is_closing()));
         let rebuilt = replay(&g, "r".into(), json!({"n": 0}), 0, log);
         prop_assert_eq!(&rebuilt, &run);
-        let _: Value = serde_json::to_value(&run).expect("state serializes");
+        let stored = serde_json::to_value(&run).expect("state serializes");
+        let back: super::RunState = serde_json::from_value(stored).expect("state deserializes");
+        prop_assert_eq!(&back, &run);
     }
 }

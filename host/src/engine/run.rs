@@ -10,6 +10,12 @@ use super::invocation::{InvocationResult, Resumption, StepCall};
 use super::model::{EntryId, FileId};
 use super::schema::Violation;
 
+/// Reads a member that is present as `Some`, even when it is `null`: a step's output may be
+/// `null` (S4), and `Option<Value>` would read that back as absent.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 /// The format version of [`RunState`]; bumped when its serialized shape changes.
 pub const STATE_FORMAT: u32 = 1;
 
@@ -143,7 +149,7 @@ pub struct ItemRecord {
     /// What it received.
     pub input: Value,
     /// What it produced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub output: Option<Value>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,10 +164,10 @@ pub struct StepRecord {
     /// Where it stands.
     pub status: StepStatus,
     /// What it received.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub input: Option<Value>,
     /// What it produced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub output: Option<Value>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,7 +182,7 @@ pub struct StepRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bail: Option<bool>,
     /// The payload of its suspension.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub suspend_payload: Option<Value>,
     /// The labels of its suspension.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -197,7 +203,7 @@ pub struct StepRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_at: Option<String>,
     /// The data of the last resume.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub resume_data: Option<Value>,
     /// When it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,6 +266,7 @@ pub struct FileState {
     /// Top-level state keys written by this file's steps (merged into the parent, S43).
     pub written: Vec<String>,
     /// The first bail value recorded in this file (S79, S81).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub bailed: Option<Value>,
 }
 
@@ -293,6 +300,7 @@ pub struct RunState {
     /// A cancel has been accepted.
     pub cancelling: bool,
     /// The result, once succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub result: Option<Value>,
     /// The error, once failed.
     pub error: Option<ErrorInfo>,

@@ -271,7 +271,7 @@ impl<'a> Builder<'a> {
         let file_id = self.graph.files.len() as FileId;
         let input_schema = compile_schema(path, raw.input_schema.clone(), "input-schema")?;
         let state_schema = compile_schema(path, raw.state_schema.clone(), "state-schema")?;
-        let initial_state = raw.initial_state.clone().unwrap_or_else(|| json!({}));
+        let mut initial_state = raw.initial_state.clone().unwrap_or_else(|| json!({}));
         if !initial_state.is_object() {
             return Err(WorkflowError::at(
                 path,
@@ -281,7 +281,7 @@ impl<'a> Builder<'a> {
             ));
         }
         if let Some(s) = &state_schema
-            && let Err(v) = s.check(&initial_state)
+            && let Err(v) = s.fill_and_check(&mut initial_state)
         {
             return Err(WorkflowError::at(
                 path,
