@@ -6,4 +6,6 @@ mod sequence;
 mod durability;
 mod hostile;
 mod plugin;
+mod rules;
+mod blocks;
 mod server;
