@@ -60,6 +60,7 @@ pub struct Actor {
 }
 
 impl Actor {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         rt: Runtime,
         state: RunState,

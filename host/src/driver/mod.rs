@@ -450,7 +450,8 @@ impl Runtime {
 
     /// The run's latest state: its snapshot, with the log events after it folded in again.
     fn load(&self, run_id: &str) -> Result<(RunState, Graph), RuntimeError> {
-        self.load_counted(run_id).map(|(state, graph, _)| (state, graph))
+        self.load_counted(run_id)
+            .map(|(state, graph, _)| (state, graph))
     }
 
     /// [`Runtime::load`], with the length of the run's log.
@@ -524,7 +525,16 @@ impl Runtime {
             status,
         };
         live.insert(state.run_id.clone(), handle.clone());
-        let actor = Actor::new(self.clone(), state, graph, tx, events, status_tx, next_seq, log_len);
+        let actor = Actor::new(
+            self.clone(),
+            state,
+            graph,
+            tx,
+            events,
+            status_tx,
+            next_seq,
+            log_len,
+        );
         tokio::spawn(actor.run(rx));
         Ok(handle)
     }

@@ -8,7 +8,7 @@ use std::collections::{HashSet, VecDeque};
 
 use indexmap::IndexMap;
 use proptest::prelude::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::expr::Expr;
 use super::invocation::{InvocationResult, StepFailure, StepOutcome};

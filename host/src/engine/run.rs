@@ -149,7 +149,11 @@ pub struct ItemRecord {
     /// What it received.
     pub input: Value,
     /// What it produced.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub output: Option<Value>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,10 +168,18 @@ pub struct StepRecord {
     /// Where it stands.
     pub status: StepStatus,
     /// What it received.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub input: Option<Value>,
     /// What it produced.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub output: Option<Value>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,7 +194,11 @@ pub struct StepRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bail: Option<bool>,
     /// The payload of its suspension.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub suspend_payload: Option<Value>,
     /// The labels of its suspension.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,7 +219,11 @@ pub struct StepRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_at: Option<String>,
     /// The data of the last resume.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub resume_data: Option<Value>,
     /// When it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -266,7 +286,11 @@ pub struct FileState {
     /// Top-level state keys written by this file's steps (merged into the parent, S43).
     pub written: Vec<String>,
     /// The first bail value recorded in this file (S79, S81).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub bailed: Option<Value>,
 }
 
@@ -300,7 +324,11 @@ pub struct RunState {
     /// A cancel has been accepted.
     pub cancelling: bool,
     /// The result, once succeeded.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub result: Option<Value>,
     /// The error, once failed.
     pub error: Option<ErrorInfo>,

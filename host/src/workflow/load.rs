@@ -142,7 +142,13 @@ fn parse_file(path: &Path) -> Result<ParsedFile, WorkflowError> {
 }
 
 fn parse_text(path: &Path, text: &str) -> Result<ParsedFile, WorkflowError> {
-    let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| {
+    let raw: RawFile = {
+        // YAML 1.2 booleans only: in schemas and configs, `n`, `y`, `no` stay strings.
+        let mut options = serde_saphyr::Options::default();
+        options.strict_booleans = true;
+        serde_saphyr::from_str_with_options(text, options)
+    }
+    .map_err(|e| {
         let loc = e.location();
         let message = e.to_string();
         let first = message.lines().next().unwrap_or_default().to_owned();
