@@ -207,11 +207,7 @@ impl Actor {
             run: self.state.run_id.clone(),
             message: e.to_string(),
         };
-        let events: Vec<(u64, Vec<u8>)> = stored
-            .iter()
-            .map(|e| serde_json::to_vec(e).map(|b| (e.seq, b)))
-            .collect::<Result<_, _>>()
-            .map_err(run)?;
+        let events = batch_bytes(stored).map_err(run)?;
         let event_bytes = event.map(serde_json::to_vec).transpose().map_err(run)?;
         let snap = if snapshot {
             Some(serde_json::to_vec(&self.state).map_err(run)?)
@@ -224,7 +220,7 @@ impl Actor {
         self.rt.inner.store.commit(Commit {
             run_id: &self.state.run_id,
             event: event_bytes.as_deref().map(|b| (index, b)),
-            events: &events,
+            events: events.as_ref().map(|(last, b)| (*last, b.as_slice())),
             snapshot: snap.as_deref().map(|s| (s, index + logged)),
             summary: sum.as_ref(),
         })?;
@@ -400,6 +396,14 @@ impl Actor {
             }));
         });
     }
+}
+
+/// Consecutive events as one stored JSON array, keyed by the last one's `seq`.
+fn batch_bytes(events: &[StoredEvent]) -> Result<Option<(u64, Vec<u8>)>, serde_json::Error> {
+    let Some(last) = events.last() else {
+        return Ok(None);
+    };
+    Ok(Some((last.seq, serde_json::to_vec(events)?)))
 }
 
 fn unavailable(message: String) -> InvocationResult {

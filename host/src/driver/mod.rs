@@ -381,13 +381,10 @@ impl Runtime {
             return Err(RuntimeError::UnknownRun(run_id.into()));
         }
         let live_rx = self.live(run_id).map(|l| l.events.subscribe());
-        let stored = self.inner.store.events(run_id, from_seq.max(1))?;
         let (tx, rx) = mpsc::unbounded_channel();
         let mut next = from_seq.max(1);
-        for (seq, bytes) in stored {
-            let event: StoredEvent =
-                serde_json::from_slice(&bytes).map_err(|e| corrupt(run_id, e))?;
-            next = seq + 1;
+        for event in stored_events(&*self.inner.store, run_id, next)? {
+            next = event.seq + 1;
             let _ = tx.send(Arc::new(event));
         }
         if let Some(mut live_rx) = live_rx {
@@ -408,14 +405,11 @@ impl Runtime {
                         Err(broadcast::error::RecvError::Lagged(_)) => {
                             // The watcher fell behind the live buffer: everything published is
                             // stored, so catch up from the store, then follow live again.
-                            let Ok(missed) = store.events(&run, next) else {
+                            let Ok(missed) = stored_events(&*store, &run, next) else {
                                 return;
                             };
-                            for (seq, bytes) in missed {
-                                let Ok(ev) = serde_json::from_slice::<StoredEvent>(&bytes) else {
-                                    return;
-                                };
-                                next = seq + 1;
+                            for ev in missed {
+                                next = ev.seq + 1;
                                 if tx.send(Arc::new(ev)).is_err() {
                                     return;
                                 }
@@ -482,12 +476,7 @@ impl Runtime {
             return Ok(live);
         }
         let (state, graph, log_len) = self.load_counted(run_id)?;
-        let next_seq = self
-            .inner
-            .store
-            .events(run_id, 1)?
-            .last()
-            .map_or(1, |(s, _)| s + 1);
+        let next_seq = self.inner.store.last_seq(run_id)? + 1;
         let live = self.spawn(state, Arc::new(graph), next_seq, log_len)?;
         if self.live_status_needs_recovery(run_id) {
             let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
@@ -559,6 +548,17 @@ impl Runtime {
         lock(&self.inner.plugins).insert(digest.to_owned(), plugin.clone());
         Ok(plugin)
     }
+}
+
+/// The stored events of a run with `seq >= from`, in order.
+fn stored_events(store: &dyn Store, run_id: &str, from: u64) -> Result<Vec<StoredEvent>, RuntimeError> {
+    let mut out = Vec::new();
+    for batch in store.events(run_id, from)? {
+        let events: Vec<StoredEvent> =
+            serde_json::from_slice(&batch).map_err(|e| corrupt(run_id, e))?;
+        out.extend(events.into_iter().filter(|e| e.seq >= from));
+    }
+    Ok(out)
 }
 
 fn corrupt(run: &str, e: impl std::fmt::Display) -> RuntimeError {

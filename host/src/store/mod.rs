@@ -65,8 +65,8 @@ pub struct Commit<'a> {
     /// The orchestration event and its index in the run's log (0-based; the driver is the
     /// run's only writer and counts).
     pub event: Option<(u64, &'a [u8])>,
-    /// Tracking events, by `seq`.
-    pub events: &'a [(u64, Vec<u8>)],
+    /// Tracking events: a JSON array of consecutive events, stored under the `seq` of its last.
+    pub events: Option<(u64, &'a [u8])>,
     /// The new snapshot and how many log events it covers.
     pub snapshot: Option<(&'a [u8], u64)>,
     /// The new summary.
@@ -89,8 +89,11 @@ pub trait Store: Send + Sync + 'static {
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// A component by digest.
     fn plugin(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError>;
-    /// Tracking events with `seq >= from`, in order.
-    fn events(&self, run_id: &str, from: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError>;
+    /// The batches of tracking events (JSON arrays) from the one holding `seq` `from` on, in
+    /// order; the first may begin before `from`.
+    fn events(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// The `seq` of the run's last stored tracking event (0 when none).
+    fn last_seq(&self, run_id: &str) -> Result<u64, StoreError>;
     /// The orchestration log from entry `from` (0-based) on, in order.
     fn log(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError>;
     /// The summary of one run.

@@ -107,8 +107,8 @@ impl Store for SledStore {
         if let Some((index, event)) = c.event {
             batch.insert(seq_key(LOG, c.run_id, index), event);
         }
-        for (seq, bytes) in c.events {
-            batch.insert(seq_key(EVENT, c.run_id, *seq), bytes.as_slice());
+        if let Some((last, bytes)) = c.events {
+            batch.insert(seq_key(EVENT, c.run_id, last), bytes);
         }
         if let Some((snapshot, covers)) = c.snapshot {
             batch.insert(key(SNAPSHOT, c.run_id), snapshot);
@@ -161,8 +161,21 @@ impl Store for SledStore {
             .map(|v| v.to_vec()))
     }
 
-    fn events(&self, run_id: &str, from: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        self.scan(EVENT, run_id, from)
+    fn events(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError> {
+        Ok(self.scan(EVENT, run_id, from)?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    fn last_seq(&self, run_id: &str) -> Result<u64, StoreError> {
+        let prefix = key(EVENT, run_id);
+        match self.data.scan_prefix(&prefix).next_back() {
+            None => Ok(0),
+            Some(kv) => {
+                let (k, _) = kv.map_err(backend)?;
+                Ok(<[u8; 8]>::try_from(&k[prefix.len()..])
+                    .map(u64::from_be_bytes)
+                    .unwrap_or(0))
+            }
+        }
     }
 
     fn log(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError> {
