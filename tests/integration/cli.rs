@@ -556,7 +556,6 @@ fn file_naming_a_missing_wasm_is_refused_with_file_line_and_fix() {
 }
 
 #[test]
-#[ignore = "bug: an invalid input-schema is refused without a line (`file.yaml: input-schema: ...`)"]
 fn file_with_an_invalid_input_schema_is_refused_with_file_line_and_fix() {
     let yaml = "id: badschema\ninput-schema: { type: 5 }\nplugins:\n  kit: { wasm: \"{testkit}\" }\nsteps:\n  - { id: a, plugin: kit, step: inc }\n";
     assert_file_refused(
@@ -922,7 +921,6 @@ fn s106_watch_prints_json_lines_from_seq_1_and_stops_at_run_suspended() {
 }
 
 #[test]
-#[ignore = "bug: watch --follow of a suspended run no process drives stops after the stored events"]
 fn s106_watch_follow_keeps_following_through_a_suspension_until_the_end() {
     let home = Home::new();
     let file = home.file("suspend.yaml", SUSPEND);

@@ -1,5 +1,7 @@
 //! Where a command's text goes: this terminal, or a control-socket client (S118).
 
+use std::io::Write;
+
 use crate::driver::StoredEvent;
 
 /// A command's two output streams.
@@ -15,11 +17,12 @@ pub struct StdOutput;
 
 impl Output for StdOutput {
     fn line(&mut self, text: &str) {
-        println!("{text}");
+        // A reader that went away (`weft ... | head`) is not an error of ours.
+        let _ = writeln!(std::io::stdout().lock(), "{text}");
     }
 
     fn err(&mut self, text: &str) {
-        eprintln!("{text}");
+        let _ = writeln!(std::io::stderr().lock(), "{text}");
     }
 }
 

@@ -86,6 +86,9 @@ struct Inner {
     syncer: Syncer,
     config: RuntimeConfig,
     live: Mutex<HashMap<String, LiveRun>>,
+    /// Live events by run, also for runs without an actor yet, so a watcher follows a run
+    /// that this process starts driving later (a resume served here, S106).
+    channels: Mutex<HashMap<String, broadcast::Sender<Arc<StoredEvent>>>>,
     plugins: Mutex<HashMap<String, Arc<Plugin>>>,
     natives: NativeSteps,
     home: PathBuf,
@@ -95,7 +98,6 @@ struct Inner {
 #[derive(Clone)]
 struct LiveRun {
     tx: mpsc::UnboundedSender<Msg>,
-    events: broadcast::Sender<Arc<StoredEvent>>,
     status: watch::Receiver<RunStatus>,
 }
 
@@ -120,6 +122,7 @@ impl Runtime {
                 host,
                 config,
                 live: Mutex::new(HashMap::new()),
+                channels: Mutex::new(HashMap::new()),
                 plugins: Mutex::new(HashMap::new()),
                 natives: NativeSteps::default(),
                 home: home.to_path_buf(),
@@ -369,9 +372,9 @@ impl Runtime {
         })
     }
 
-    /// The run's events from `from_seq` on: the stored ones, then live ones while the run has an
-    /// actor here, without gap or duplicate (S87). The receiver ends when the run closes or no
-    /// process drives it any more.
+    /// The run's events from `from_seq` on: the stored ones, then live ones as this process
+    /// drives the run, without gap or duplicate (S87). The receiver ends after the run's closing
+    /// event.
     pub fn watch(
         &self,
         run_id: &str,
@@ -380,14 +383,17 @@ impl Runtime {
         if self.inner.store.summary(run_id)?.is_none() {
             return Err(RuntimeError::UnknownRun(run_id.into()));
         }
-        let live_rx = self.live(run_id).map(|l| l.events.subscribe());
+        // Subscribe before reading the store: no event falls between the two.
+        let mut live_rx = self.channel(run_id).subscribe();
         let (tx, rx) = mpsc::unbounded_channel();
         let mut next = from_seq.max(1);
+        let mut closed = false;
         for event in stored_events(&*self.inner.store, run_id, next)? {
             next = event.seq + 1;
+            closed |= event.kind.is_closing();
             let _ = tx.send(Arc::new(event));
         }
-        if let Some(mut live_rx) = live_rx {
+        if !closed {
             let store = self.inner.store.clone();
             let run = run_id.to_owned();
             tokio::spawn(async move {
@@ -398,7 +404,8 @@ impl Runtime {
                                 continue;
                             }
                             next = ev.seq + 1;
-                            if tx.send(ev).is_err() {
+                            let closing = ev.kind.is_closing();
+                            if tx.send(ev).is_err() || closing {
                                 return;
                             }
                         }
@@ -506,11 +513,10 @@ impl Runtime {
             return Ok(existing.clone());
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        let (events, _) = broadcast::channel(4096);
+        let events = self.channel(&state.run_id);
         let (status_tx, status) = watch::channel(state.status);
         let handle = LiveRun {
             tx: tx.clone(),
-            events: events.clone(),
             status,
         };
         live.insert(state.run_id.clone(), handle.clone());
@@ -530,6 +536,21 @@ impl Runtime {
 
     fn retire(&self, run_id: &str) {
         lock(&self.inner.live).remove(run_id);
+        let mut channels = lock(&self.inner.channels);
+        if channels
+            .get(run_id)
+            .is_some_and(|c| c.receiver_count() == 0)
+        {
+            channels.remove(run_id);
+        }
+    }
+
+    /// The run's live event channel, made when missing.
+    fn channel(&self, run_id: &str) -> broadcast::Sender<Arc<StoredEvent>> {
+        lock(&self.inner.channels)
+            .entry(run_id.to_owned())
+            .or_insert_with(|| broadcast::channel(4096).0)
+            .clone()
     }
 
     async fn plugin(&self, digest: &str) -> Result<Arc<Plugin>, RuntimeError> {
@@ -551,7 +572,11 @@ impl Runtime {
 }
 
 /// The stored events of a run with `seq >= from`, in order.
-fn stored_events(store: &dyn Store, run_id: &str, from: u64) -> Result<Vec<StoredEvent>, RuntimeError> {
+fn stored_events(
+    store: &dyn Store,
+    run_id: &str,
+    from: u64,
+) -> Result<Vec<StoredEvent>, RuntimeError> {
     let mut out = Vec::new();
     for batch in store.events(run_id, from)? {
         let events: Vec<StoredEvent> =

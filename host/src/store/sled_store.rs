@@ -162,7 +162,11 @@ impl Store for SledStore {
     }
 
     fn events(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError> {
-        Ok(self.scan(EVENT, run_id, from)?.into_iter().map(|(_, v)| v).collect())
+        Ok(self
+            .scan(EVENT, run_id, from)?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect())
     }
 
     fn last_seq(&self, run_id: &str) -> Result<u64, StoreError> {

@@ -275,8 +275,8 @@ impl<'a> Builder<'a> {
             ));
         }
         let file_id = self.graph.files.len() as FileId;
-        let input_schema = compile_schema(path, raw.input_schema.clone(), "input-schema")?;
-        let state_schema = compile_schema(path, raw.state_schema.clone(), "state-schema")?;
+        let input_schema = file_schema(path, raw.input_schema.as_ref(), "input-schema")?;
+        let state_schema = file_schema(path, raw.state_schema.as_ref(), "state-schema")?;
         let mut initial_state = raw.initial_state.clone().unwrap_or_else(|| json!({}));
         if !initial_state.is_object() {
             return Err(WorkflowError::at(
@@ -796,6 +796,19 @@ fn sandbox_value(raw: &RawPlugin, dir: &Path) -> Value {
         }
     }
     json!({ "limits": raw.limits.clone().unwrap_or_else(|| json!({})), "grants": grants })
+}
+
+/// A schema written in the file, refused with its line when it is not a valid schema.
+fn file_schema(
+    path: &Path,
+    value: Option<&Spanned<Value>>,
+    what: &str,
+) -> Result<Option<Schema>, WorkflowError> {
+    let Some(value) = value else { return Ok(None) };
+    compile_schema(path, Some(value.value.clone()), what).map_err(|mut e| {
+        e.line = line(&value.referenced);
+        e
+    })
 }
 
 fn compile_schema(

@@ -16,9 +16,9 @@ pub struct RawFile {
     #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
-    pub input_schema: Option<Value>,
+    pub input_schema: Option<Spanned<Value>>,
     #[serde(default)]
-    pub state_schema: Option<Value>,
+    pub state_schema: Option<Spanned<Value>>,
     #[serde(default)]
     pub initial_state: Option<Value>,
     #[serde(default)]
