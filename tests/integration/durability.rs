@@ -222,3 +222,71 @@ async fn s11_a_thousand_concurrent_runs_of_every_entry_kind_end_with_the_right_r
         assert_eq!(result["inner"], json!({ "n": 4 }), "run {i}");
     }
 }
+
+#[test]
+fn s101_weft_serve_recovers_a_run_that_no_process_drives() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(dir.path().join("data")).expect("data dir");
+    let file = dir.path().join("orphan.yaml");
+    std::fs::write(&file, plugin_paths(CRASHY).replace("RUN", "orphan")).expect("workflow");
+    let log = dir.path().join("data").join("orphan.log");
+    let mut child = weft(&home)
+        .args(["run", file.to_str().expect("utf-8"), "--run-id", "orphan"])
+        .args(["--input", "{\"n\": 7}"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn weft run");
+    while lines(&log).len() < 2 && child.try_wait().expect("status").is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let shown = weft(&home)
+        .args(["show", "orphan", "--json"])
+        .output()
+        .expect("show");
+    let rec: Value = serde_json::from_slice(&shown.stdout).expect("record");
+    if rec["status"] != "running" {
+        // The child finished before the kill landed: nothing is orphaned this time.
+        assert_eq!(rec["status"], "success");
+        return;
+    }
+    let mut serve = weft(&home)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn weft serve");
+    // `weft show` is served by `weft serve` through the control socket once it holds the home.
+    let mut status = Value::Null;
+    for _ in 0..2_000 {
+        let out = weft(&home)
+            .args(["show", "orphan", "--json"])
+            .output()
+            .expect("show");
+        if out.status.success() {
+            let rec: Value = serde_json::from_slice(&out.stdout).expect("record");
+            status = rec["status"].clone();
+            if status == "success" {
+                assert_eq!(rec["result"]["n"], 7);
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    serve.kill().expect("stop serve");
+    let _ = serve.wait();
+    assert_eq!(status, "success", "weft serve did not recover the run");
+    let stderr = serve.stderr.take().map(|mut s| {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut s, &mut text);
+        text
+    });
+    assert!(
+        stderr
+            .unwrap_or_default()
+            .contains("recovered 1 runs: orphan")
+    );
+}

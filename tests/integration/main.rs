@@ -7,6 +7,7 @@ mod common;
 mod durability;
 mod hostile;
 mod plugin;
+mod rerun;
 mod rules;
 mod sequence;
 mod server;

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::driver::{RunRecord, Runtime, RuntimeConfig, RuntimeError};
 use crate::engine::draw::{Format, draw};
 use crate::engine::{Refusal, ResumeRequest, RunStatus};
+use crate::store::StoreError;
 use crate::workflow::load_workflow;
 
 pub use output::{Output, StdOutput};
@@ -163,25 +164,34 @@ pub enum PluginCmd {
 pub async fn main(cli: Cli) -> i32 {
     let mut out = StdOutput;
     let cmd = absolutize(cli.command);
-    match Runtime::open(&cli.home, RuntimeConfig::default()) {
-        Ok(rt) => {
-            let server = control::serve(rt.clone());
-            let code = exec(&rt, cmd, &mut out).await;
-            if let Some(server) = server {
-                server.finish(&mut out).await;
+    // Another process may hold the home for a moment without serving it yet (starting up, or a
+    // short command ending): try again for a while before giving up.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match Runtime::open(&cli.home, RuntimeConfig::default()) {
+            Ok(rt) => {
+                let server = control::serve(rt.clone());
+                let code = exec(&rt, cmd, &mut out).await;
+                if let Some(server) = server {
+                    server.finish(&mut out).await;
+                }
+                return code;
             }
-            code
+            Err(open_err) => {
+                if let Some(code) = control::forward(&cli.home, &cmd, &mut out).await {
+                    return code;
+                }
+                let held = matches!(open_err, RuntimeError::Store(StoreError::Held(_)));
+                if !held || std::time::Instant::now() > deadline {
+                    out.err(&format!(
+                        "error: cannot open home {}: {open_err}",
+                        cli.home.display()
+                    ));
+                    return EXIT_USAGE;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
         }
-        Err(open_err) => match control::forward(&cli.home, &cmd, &mut out).await {
-            Some(code) => code,
-            None => {
-                out.err(&format!(
-                    "error: cannot open home {}: {open_err}",
-                    cli.home.display()
-                ));
-                EXIT_USAGE
-            }
-        },
     }
 }
 

@@ -13,6 +13,8 @@ pub mod advance;
 pub mod draw;
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod recovery_tests;
 pub mod run;
 
 pub use advance::{advance, check_run_input, new_run, replay, rfc3339, suspended};

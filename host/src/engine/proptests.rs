@@ -17,7 +17,7 @@ use super::{Command, Event, EventKind, ResumeRequest, RunStatus, advance, new_ru
 
 /// A generated entry shape.
 #[derive(Debug, Clone)]
-enum Shape {
+pub(super) enum Shape {
     Step,
     Map,
     Sleep,
@@ -157,7 +157,7 @@ fn nested_repeat(shape: &Shape, inside: bool) -> bool {
     }
 }
 
-fn graph(shapes: &[Shape]) -> Graph {
+pub(super) fn graph(shapes: &[Shape]) -> Graph {
     let mut b = Build {
         graph: Graph {
             format: GRAPH_FORMAT,

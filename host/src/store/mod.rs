@@ -18,6 +18,9 @@ pub enum StoreError {
     /// A run with this id exists already (S11).
     #[error("a run with id {0} already exists; pick another --run-id")]
     RunExists(String),
+    /// Another process holds the database (S118).
+    #[error("{0} is held by another weft process")]
+    Held(String),
     /// The backend failed.
     #[error("store: {0}")]
     Backend(String),

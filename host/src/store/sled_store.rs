@@ -48,10 +48,7 @@ impl SledStore {
             .open()
             .map_err(|e| match e {
                 sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
-                    StoreError::Backend(format!(
-                        "{} is held by another weft process",
-                        dir.display()
-                    ))
+                    StoreError::Held(dir.display().to_string())
                 }
                 other => backend(other),
             })?;
