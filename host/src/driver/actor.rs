@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
+use super::record::{RecordOut, SnapshotOut};
 use super::{RunRecord, Runtime, RuntimeError, StoredEvent, now_ms, summary};
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
@@ -16,7 +17,6 @@ use crate::engine::{
 };
 use crate::native::NATIVE_PLUGIN;
 use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
-use crate::store::Commit;
 
 /// The most transitions between two snapshots of a running run.
 const SNAPSHOT_EVERY: u32 = 64;
@@ -51,8 +51,8 @@ pub struct Actor {
     events: broadcast::Sender<Arc<StoredEvent>>,
     status: watch::Sender<RunStatus>,
     next_seq: u64,
-    /// Events in the run's orchestration log.
-    log_len: u64,
+    /// The counter part of the next record's key.
+    next_sub: u32,
     /// Transitions committed since the last snapshot.
     unsnapshotted: u32,
     in_flight: HashMap<u64, InFlight>,
@@ -69,7 +69,7 @@ impl Actor {
         events: broadcast::Sender<Arc<StoredEvent>>,
         status: watch::Sender<RunStatus>,
         next_seq: u64,
-        log_len: u64,
+        next_sub: u32,
     ) -> Self {
         Actor {
             rt,
@@ -79,7 +79,7 @@ impl Actor {
             events,
             status,
             next_seq,
-            log_len,
+            next_sub,
             unsnapshotted: 0,
             in_flight: HashMap::new(),
             sandboxes: HashMap::new(),
@@ -197,6 +197,8 @@ impl Actor {
         }
     }
 
+    /// Appends one record (S100): the orchestration event, if any, with the events it emitted;
+    /// then, when asked, a snapshot covering it and the summary.
     fn persist(
         &mut self,
         event: Option<&Event>,
@@ -207,24 +209,27 @@ impl Actor {
             run: self.state.run_id.clone(),
             message: e.to_string(),
         };
-        let events = batch_bytes(stored).map_err(run)?;
-        let event_bytes = event.map(serde_json::to_vec).transpose().map_err(run)?;
-        let snap = if snapshot {
-            Some(serde_json::to_vec(&self.state).map_err(run)?)
-        } else {
-            None
-        };
-        let sum = snapshot.then(|| summary(&self.state));
-        let index = self.log_len;
-        let logged = u64::from(event_bytes.is_some());
-        self.rt.inner.store.commit(Commit {
-            run_id: &self.state.run_id,
-            event: event_bytes.as_deref().map(|b| (index, b)),
-            events: events.as_ref().map(|(last, b)| (*last, b.as_slice())),
-            snapshot: snap.as_deref().map(|s| (s, index + logged)),
-            summary: sum.as_ref(),
-        })?;
-        self.log_len += logged;
+        let at = (
+            stored.last().map_or(self.next_seq - 1, |e| e.seq),
+            self.next_sub,
+        );
+        self.next_sub += 1;
+        let bytes = serde_json::to_vec(&RecordOut {
+            log: event,
+            events: stored,
+        })
+        .map_err(run)?;
+        let store = &self.rt.inner.store;
+        store.append(&self.state.run_id, at, &bytes)?;
+        if snapshot {
+            let snap = serde_json::to_vec(&SnapshotOut {
+                covers: at,
+                state: &self.state,
+            })
+            .map_err(run)?;
+            store.put_snapshot(&self.state.run_id, &snap)?;
+            store.put_summary(&summary(&self.state))?;
+        }
         Ok(())
     }
 
@@ -232,9 +237,6 @@ impl Actor {
     async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
         let before = self.state.status;
         let cmds = engine::advance(&mut self.state, &self.graph, event.clone())?;
-        if cmds.is_empty() && before == self.state.status {
-            return Ok(());
-        }
         if let Event::StepEnded { token, .. } = &event {
             self.in_flight.remove(token);
         }
@@ -396,14 +398,6 @@ impl Actor {
             }));
         });
     }
-}
-
-/// Consecutive events as one stored JSON array, keyed by the last one's `seq`.
-fn batch_bytes(events: &[StoredEvent]) -> Result<Option<(u64, Vec<u8>)>, serde_json::Error> {
-    let Some(last) = events.last() else {
-        return Ok(None);
-    };
-    Ok(Some((last.seq, serde_json::to_vec(events)?)))
 }
 
 fn unavailable(message: String) -> InvocationResult {

@@ -19,10 +19,12 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use crate::engine::{self, Event, Graph, Refusal, ResumeRequest, RunState, RunStatus};
 use crate::native::{NativeStep, NativeSteps};
 use crate::plugin::{HostConfig, Plugin, PluginHost};
-use crate::store::{NewRun, RunSummary, SledStore, Store, StoreError};
+use crate::store::{NewRun, RecordKey, RunSummary, SledStore, Store, StoreError};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
 pub use record::{RunRecord, StoredEvent};
+
+use record::{RecordIn, SnapshotIn};
 
 use actor::{Actor, Msg};
 use sync::Syncer;
@@ -35,6 +37,8 @@ pub struct RuntimeConfig {
     /// Fsync every transition before its effects (default true). Off, a crash of the machine
     /// (not just the process) may lose the last transitions.
     pub sync_writes: bool,
+    /// The embedded store's page cache, in MiB (default 64).
+    pub cache_mib: u64,
 }
 
 impl Default for RuntimeConfig {
@@ -42,6 +46,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             host: HostConfig::default(),
             sync_writes: true,
+            cache_mib: 64,
         }
     }
 }
@@ -110,7 +115,7 @@ impl Runtime {
     pub fn open(home: &Path, mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
         std::fs::create_dir_all(home)
             .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", home.display())))?;
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(&home.join("db"))?);
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(&home.join("db"), config.cache_mib)?);
         if config.host.cache_dir.is_none() {
             config.host.cache_dir = Some(home.join("cache"));
         }
@@ -196,7 +201,7 @@ impl Runtime {
             summary: &summary(&state),
             definition: &definition,
             plugins: &plugin_bytes,
-            snapshot: &snapshot,
+            base: &snapshot,
         })?;
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
@@ -215,14 +220,10 @@ impl Runtime {
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
         let (src_state, src_graph) = self.load(source)?;
-        let log = self
-            .inner
-            .store
-            .log(source, 0)?
-            .iter()
-            .map(|bytes| serde_json::from_slice::<Event>(bytes))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| corrupt(source, e))?;
+        let log: Vec<Event> = read_records(&*self.inner.store, source, (0, 0))?
+            .into_iter()
+            .filter_map(|(_, r)| r.log)
+            .collect();
         let base: RunState = self
             .inner
             .store
@@ -264,7 +265,7 @@ impl Runtime {
             summary: &summary(&state),
             definition: &definition,
             plugins: &plugin_bytes,
-            snapshot: &snapshot,
+            base: &snapshot,
         })?;
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
@@ -455,26 +456,40 @@ impl Runtime {
             .map(|(state, graph, _)| (state, graph))
     }
 
-    /// [`Runtime::load`], with the length of the run's log.
-    fn load_counted(&self, run_id: &str) -> Result<(RunState, Graph, u64), RuntimeError> {
+    /// [`Runtime::load`], with the key of the run's last record.
+    fn load_counted(
+        &self,
+        run_id: &str,
+    ) -> Result<(RunState, Graph, Option<RecordKey>), RuntimeError> {
         let store = &self.inner.store;
-        let (snapshot, pos) = store
-            .snapshot(run_id)?
-            .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
         let definition = store
             .definition(run_id)?
             .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
-        let mut state: RunState =
-            serde_json::from_slice(&snapshot).map_err(|e| corrupt(run_id, e))?;
         let graph: Graph = serde_json::from_slice(&definition).map_err(|e| corrupt(run_id, e))?;
-        let mut len = pos;
-        for bytes in store.log(run_id, pos)? {
-            let event: Event = serde_json::from_slice(&bytes).map_err(|e| corrupt(run_id, e))?;
-            // A refused event was stored only if it changed nothing; replaying it changes nothing.
-            let _ = engine::advance(&mut state, &graph, event);
-            len += 1;
+        let (mut state, mut last, from) = match store.snapshot(run_id)? {
+            Some(bytes) => {
+                let snap: SnapshotIn =
+                    serde_json::from_slice(&bytes).map_err(|e| corrupt(run_id, e))?;
+                let (seq, sub) = snap.covers;
+                (snap.state, Some(snap.covers), (seq, sub + 1))
+            }
+            None => {
+                let base = store
+                    .base(run_id)?
+                    .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
+                let state: RunState =
+                    serde_json::from_slice(&base).map_err(|e| corrupt(run_id, e))?;
+                (state, None, (0, 0))
+            }
+        };
+        for (at, record) in read_records(&**store, run_id, from)? {
+            if let Some(event) = record.log {
+                // A refused event was stored only if it changed nothing; it changes nothing now.
+                let _ = engine::advance(&mut state, &graph, event);
+            }
+            last = Some(at);
         }
-        Ok((state, graph, len))
+        Ok((state, graph, last))
     }
 
     /// The run's actor, started from the store when this process has none.
@@ -482,23 +497,14 @@ impl Runtime {
         if let Some(live) = self.live(run_id) {
             return Ok(live);
         }
-        let (state, graph, log_len) = self.load_counted(run_id)?;
-        let next_seq = self.inner.store.last_seq(run_id)? + 1;
-        let live = self.spawn(state, Arc::new(graph), next_seq, log_len)?;
-        if self.live_status_needs_recovery(run_id) {
+        let (state, graph, last) = self.load_counted(run_id)?;
+        let recover = matches!(state.status, RunStatus::Running | RunStatus::Pending);
+        let (next_seq, next_sub) = last.map_or((1, 0), |(seq, sub)| (seq + 1, sub + 1));
+        let live = self.spawn(state, Arc::new(graph), next_seq, next_sub)?;
+        if recover {
             let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
         }
         Ok(live)
-    }
-
-    fn live_status_needs_recovery(&self, run_id: &str) -> bool {
-        matches!(
-            self.inner.store.summary(run_id),
-            Ok(Some(RunSummary {
-                status: RunStatus::Running | RunStatus::Pending,
-                ..
-            }))
-        )
     }
 
     fn spawn(
@@ -506,7 +512,7 @@ impl Runtime {
         state: RunState,
         graph: Arc<Graph>,
         next_seq: u64,
-        log_len: u64,
+        next_sub: u32,
     ) -> Result<LiveRun, RuntimeError> {
         let mut live = lock(&self.inner.live);
         if let Some(existing) = live.get(&state.run_id) {
@@ -528,7 +534,7 @@ impl Runtime {
             events,
             status_tx,
             next_seq,
-            log_len,
+            next_sub,
         );
         tokio::spawn(actor.run(rx));
         Ok(handle)
@@ -571,19 +577,34 @@ impl Runtime {
     }
 }
 
+/// The run's records from `from` on, parsed.
+fn read_records(
+    store: &dyn Store,
+    run_id: &str,
+    from: RecordKey,
+) -> Result<Vec<(RecordKey, RecordIn)>, RuntimeError> {
+    store
+        .records(run_id, from)?
+        .into_iter()
+        .map(|(at, bytes)| {
+            serde_json::from_slice(&bytes)
+                .map(|r| (at, r))
+                .map_err(|e| corrupt(run_id, e))
+        })
+        .collect()
+}
+
 /// The stored events of a run with `seq >= from`, in order.
 fn stored_events(
     store: &dyn Store,
     run_id: &str,
     from: u64,
 ) -> Result<Vec<StoredEvent>, RuntimeError> {
-    let mut out = Vec::new();
-    for batch in store.events(run_id, from)? {
-        let events: Vec<StoredEvent> =
-            serde_json::from_slice(&batch).map_err(|e| corrupt(run_id, e))?;
-        out.extend(events.into_iter().filter(|e| e.seq >= from));
-    }
-    Ok(out)
+    Ok(read_records(store, run_id, (from, 0))?
+        .into_iter()
+        .flat_map(|(_, r)| r.events)
+        .filter(|e| e.seq >= from)
+        .collect())
 }
 
 fn corrupt(run: &str, e: impl std::fmt::Display) -> RuntimeError {

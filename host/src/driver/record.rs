@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::{
-    self, ErrorInfo, EventKind, Graph, RestartedFrom, RunState, RunStatus, StepRecord,
+    self, ErrorInfo, Event, EventKind, Graph, RestartedFrom, RunState, RunStatus, StepRecord,
     SuspendedEntry, TripwireInfo,
 };
+use crate::store::RecordKey;
 
 /// Reads a member that is present as `Some`, even when it is `null` (a `null` result, S4).
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
@@ -117,4 +118,36 @@ impl StoredEvent {
     pub fn is_stop(&self) -> bool {
         self.kind.is_closing() || self.kind == EventKind::RunSuspended
     }
+}
+
+/// One stored record as written: a transition's event and the tracking events it emitted, or a
+/// batch of events a step wrote.
+#[derive(Serialize)]
+pub(crate) struct RecordOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<&'a Event>,
+    pub events: &'a [StoredEvent],
+}
+
+/// One stored record as read back.
+#[derive(Deserialize)]
+pub(crate) struct RecordIn {
+    #[serde(default)]
+    pub log: Option<Event>,
+    #[serde(default)]
+    pub events: Vec<StoredEvent>,
+}
+
+/// A snapshot as written: the state after the record at `covers`.
+#[derive(Serialize)]
+pub(crate) struct SnapshotOut<'a> {
+    pub covers: RecordKey,
+    pub state: &'a RunState,
+}
+
+/// A snapshot as read back.
+#[derive(Deserialize)]
+pub(crate) struct SnapshotIn {
+    pub covers: RecordKey,
+    pub state: RunState,
 }

@@ -1,8 +1,8 @@
 //! Durable storage of runs: one trait for what the core and drivers need, and its backends.
 //!
-//! Every transition of a run is one [`Commit`]: its orchestration event, its tracking events and
-//! the new snapshot, written atomically (S100). Values are opaque bytes (JSON) here, so a backend
-//! never needs to understand the engine's types.
+//! Every transition of a run is one record, written atomically before its effects (S100).
+//! Values are opaque bytes (JSON) here, so a backend never needs to understand the engine's
+//! types.
 
 mod sled_store;
 
@@ -49,56 +49,54 @@ pub struct RunSummary {
     pub updated_at: i64,
 }
 
+/// Where a record sits in a run's list: the `seq` of its last tracking event (of the event
+/// before it, when it holds none), then a counter that grows with every record of the run.
+pub type RecordKey = (u64, u32);
+
 /// A new run and everything stored with it (S10).
 pub struct NewRun<'a> {
-    /// Its summary.
+    /// Its summary; written last, so a run exists only once all of it is stored.
     pub summary: &'a RunSummary,
     /// The serialized graph.
     pub definition: &'a [u8],
     /// The components it uses, by digest.
     pub plugins: &'a [(&'a str, &'a [u8])],
-    /// The first snapshot.
-    pub snapshot: &'a [u8],
-}
-
-/// One atomic write of a run's transition (S100).
-pub struct Commit<'a> {
-    /// The run.
-    pub run_id: &'a str,
-    /// The orchestration event and its index in the run's log (0-based; the driver is the
-    /// run's only writer and counts).
-    pub event: Option<(u64, &'a [u8])>,
-    /// Tracking events: a JSON array of consecutive events, stored under the `seq` of its last.
-    pub events: Option<(u64, &'a [u8])>,
-    /// The new snapshot and how many log events it covers.
-    pub snapshot: Option<(&'a [u8], u64)>,
-    /// The new summary.
-    pub summary: Option<&'a RunSummary>,
+    /// The run's first state, from which its records fold.
+    pub base: &'a [u8],
 }
 
 /// What every backend provides.
+///
+/// A run is a list of records, each written by one atomic `append`: a transition (its
+/// orchestration event and the tracking events it emitted, S100) or a batch of events a step
+/// wrote. Snapshots and summaries are derived from the records and may lag behind them.
 pub trait Store: Send + Sync + 'static {
     /// Stores a new run; refuses an id that exists.
     fn create_run(&self, run: NewRun<'_>) -> Result<(), StoreError>;
-    /// Writes one transition atomically.
-    fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError>;
+    /// Appends one record atomically.
+    fn append(&self, run_id: &str, key: RecordKey, record: &[u8]) -> Result<(), StoreError>;
+    /// Replaces the run's latest snapshot.
+    fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError>;
+    /// Replaces the run's summary.
+    fn put_summary(&self, summary: &RunSummary) -> Result<(), StoreError>;
     /// Makes every write so far durable (fsync).
     fn sync(&self) -> Result<(), StoreError>;
-    /// The latest snapshot, and how many orchestration events of the log it covers.
-    fn snapshot(&self, run_id: &str) -> Result<Option<(Vec<u8>, u64)>, StoreError>;
-    /// The run's first snapshot, from which its whole log folds.
+    /// The latest snapshot.
+    fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The run's first state.
     fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// The stored definition.
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// A component by digest.
     fn plugin(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError>;
-    /// The batches of tracking events (JSON arrays) from the one holding `seq` `from` on, in
-    /// order; the first may begin before `from`.
-    fn events(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError>;
-    /// The `seq` of the run's last stored tracking event (0 when none).
-    fn last_seq(&self, run_id: &str) -> Result<u64, StoreError>;
-    /// The orchestration log from entry `from` (0-based) on, in order.
-    fn log(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// The run's records from `from` on, in order.
+    fn records(
+        &self,
+        run_id: &str,
+        from: RecordKey,
+    ) -> Result<Vec<(RecordKey, Vec<u8>)>, StoreError>;
+    /// The key of the run's last record.
+    fn last_record(&self, run_id: &str) -> Result<Option<RecordKey>, StoreError>;
     /// The summary of one run.
     fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError>;
     /// Every run's summary, newest first.

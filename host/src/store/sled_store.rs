@@ -1,10 +1,13 @@
 //! The embedded default backend: one sled database in the home directory.
+//!
+//! Every write is a single-key insert: sled's multi-key batches cost several thread wake-ups
+//! each, so a transition is one record holding all it needs.
 
 use std::path::Path;
 
-use sled::{Batch, Db, Tree};
+use sled::{Db, Tree};
 
-use super::{Commit, NewRun, RunSummary, Store, StoreError};
+use super::{NewRun, RecordKey, RunSummary, Store, StoreError};
 
 /// Runs in a sled database. One process may open it at a time.
 pub struct SledStore {
@@ -17,34 +20,41 @@ fn backend(e: sled::Error) -> StoreError {
 }
 
 fn key(kind: u8, run: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(run.len() + 2);
+    let mut k = Vec::with_capacity(run.len() + 2 + 12);
     k.push(kind);
     k.extend_from_slice(run.as_bytes());
     k.push(0);
     k
 }
 
-fn seq_key(kind: u8, run: &str, n: u64) -> Vec<u8> {
-    let mut k = key(kind, run);
-    k.extend_from_slice(&n.to_be_bytes());
+fn record_key(run: &str, (seq, sub): RecordKey) -> Vec<u8> {
+    let mut k = key(RECORD, run);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k.extend_from_slice(&sub.to_be_bytes());
     k
 }
 
+fn parse_record_key(prefix: &[u8], k: &[u8]) -> Option<RecordKey> {
+    let rest = k.get(prefix.len()..)?;
+    let seq = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+    let sub = u32::from_be_bytes(rest.get(8..12)?.try_into().ok()?);
+    Some((seq, sub))
+}
+
 const SNAPSHOT: u8 = b's';
-const SNAPSHOT_POS: u8 = b'q';
 const BASE: u8 = b'b';
 const DEFINITION: u8 = b'd';
 const SUMMARY: u8 = b'r';
-const EVENT: u8 = b'e';
-const LOG: u8 = b'o';
+const RECORD: u8 = b't';
 const PLUGIN: u8 = b'p';
 
 impl SledStore {
-    /// Opens (or creates) the database in `dir`.
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+    /// Opens (or creates) the database in `dir`, with at most `cache_mib` of page cache.
+    pub fn open(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
         let db = sled::Config::new()
             .path(dir)
             .mode(sled::Mode::HighThroughput)
+            .cache_capacity(cache_mib.saturating_mul(1 << 20))
             .open()
             .map_err(|e| match e {
                 sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
@@ -60,21 +70,12 @@ impl SledStore {
         serde_json::to_vec(s).map_err(|e| StoreError::Backend(e.to_string()))
     }
 
-    fn scan(&self, kind: u8, run: &str, from: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        let prefix = key(kind, run);
-        let start = seq_key(kind, run, from);
-        let mut out = Vec::new();
-        for kv in self.data.range(start..) {
-            let (k, v) = kv.map_err(backend)?;
-            if !k.starts_with(&prefix) {
-                break;
-            }
-            let Ok(n) = <[u8; 8]>::try_from(&k[prefix.len()..]) else {
-                continue;
-            };
-            out.push((u64::from_be_bytes(n), v.to_vec()));
-        }
-        Ok(out)
+    fn get(&self, kind: u8, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .data
+            .get(key(kind, id))
+            .map_err(backend)?
+            .map(|v| v.to_vec()))
     }
 }
 
@@ -84,111 +85,96 @@ impl Store for SledStore {
         if self.data.contains_key(key(SUMMARY, id)).map_err(backend)? {
             return Err(StoreError::RunExists(id.clone()));
         }
-        let mut batch = Batch::default();
-        batch.insert(key(SUMMARY, id), Self::summary_bytes(run.summary)?);
-        batch.insert(key(DEFINITION, id), run.definition);
-        batch.insert(key(SNAPSHOT, id), run.snapshot);
-        batch.insert(key(SNAPSHOT_POS, id), &0u64.to_be_bytes());
-        batch.insert(key(BASE, id), run.snapshot);
         for (digest, bytes) in run.plugins {
             let k = key(PLUGIN, digest);
             if !self.data.contains_key(&k).map_err(backend)? {
-                batch.insert(k, *bytes);
+                self.data.insert(k, *bytes).map_err(backend)?;
             }
         }
-        self.data.apply_batch(batch).map_err(backend)
+        self.data
+            .insert(key(DEFINITION, id), run.definition)
+            .map_err(backend)?;
+        self.data.insert(key(BASE, id), run.base).map_err(backend)?;
+        // Last: the summary is what makes the run exist.
+        self.data
+            .insert(key(SUMMARY, id), Self::summary_bytes(run.summary)?)
+            .map_err(backend)?;
+        Ok(())
     }
 
-    fn commit(&self, c: Commit<'_>) -> Result<(), StoreError> {
-        let mut batch = Batch::default();
-        if let Some((index, event)) = c.event {
-            batch.insert(seq_key(LOG, c.run_id, index), event);
-        }
-        if let Some((last, bytes)) = c.events {
-            batch.insert(seq_key(EVENT, c.run_id, last), bytes);
-        }
-        if let Some((snapshot, covers)) = c.snapshot {
-            batch.insert(key(SNAPSHOT, c.run_id), snapshot);
-            batch.insert(key(SNAPSHOT_POS, c.run_id), &covers.to_be_bytes());
-        }
-        if let Some(summary) = c.summary {
-            batch.insert(key(SUMMARY, c.run_id), Self::summary_bytes(summary)?);
-        }
-        self.data.apply_batch(batch).map_err(backend)
+    fn append(&self, run_id: &str, at: RecordKey, record: &[u8]) -> Result<(), StoreError> {
+        self.data
+            .insert(record_key(run_id, at), record)
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError> {
+        self.data
+            .insert(key(SNAPSHOT, run_id), snapshot)
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn put_summary(&self, summary: &RunSummary) -> Result<(), StoreError> {
+        self.data
+            .insert(key(SUMMARY, &summary.run_id), Self::summary_bytes(summary)?)
+            .map_err(backend)?;
+        Ok(())
     }
 
     fn sync(&self) -> Result<(), StoreError> {
         self.db.flush().map(|_| ()).map_err(backend)
     }
 
-    fn snapshot(&self, run_id: &str) -> Result<Option<(Vec<u8>, u64)>, StoreError> {
-        let Some(state) = self.data.get(key(SNAPSHOT, run_id)).map_err(backend)? else {
-            return Ok(None);
-        };
-        let pos = self
-            .data
-            .get(key(SNAPSHOT_POS, run_id))
-            .map_err(backend)?
-            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-            .map_or(0, u64::from_be_bytes);
-        Ok(Some((state.to_vec(), pos)))
+    fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.get(SNAPSHOT, run_id)
     }
 
     fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self
-            .data
-            .get(key(BASE, run_id))
-            .map_err(backend)?
-            .map(|v| v.to_vec()))
+        self.get(BASE, run_id)
     }
 
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self
-            .data
-            .get(key(DEFINITION, run_id))
-            .map_err(backend)?
-            .map(|v| v.to_vec()))
+        self.get(DEFINITION, run_id)
     }
 
     fn plugin(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self
-            .data
-            .get(key(PLUGIN, digest))
-            .map_err(backend)?
-            .map(|v| v.to_vec()))
+        self.get(PLUGIN, digest)
     }
 
-    fn events(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError> {
-        Ok(self
-            .scan(EVENT, run_id, from)?
-            .into_iter()
-            .map(|(_, v)| v)
-            .collect())
+    fn records(
+        &self,
+        run_id: &str,
+        from: RecordKey,
+    ) -> Result<Vec<(RecordKey, Vec<u8>)>, StoreError> {
+        let prefix = key(RECORD, run_id);
+        let mut out = Vec::new();
+        for kv in self.data.range(record_key(run_id, from)..) {
+            let (k, v) = kv.map_err(backend)?;
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            if let Some(at) = parse_record_key(&prefix, &k) {
+                out.push((at, v.to_vec()));
+            }
+        }
+        Ok(out)
     }
 
-    fn last_seq(&self, run_id: &str) -> Result<u64, StoreError> {
-        let prefix = key(EVENT, run_id);
+    fn last_record(&self, run_id: &str) -> Result<Option<RecordKey>, StoreError> {
+        let prefix = key(RECORD, run_id);
         match self.data.scan_prefix(&prefix).next_back() {
-            None => Ok(0),
+            None => Ok(None),
             Some(kv) => {
                 let (k, _) = kv.map_err(backend)?;
-                Ok(<[u8; 8]>::try_from(&k[prefix.len()..])
-                    .map(u64::from_be_bytes)
-                    .unwrap_or(0))
+                Ok(parse_record_key(&prefix, &k))
             }
         }
     }
 
-    fn log(&self, run_id: &str, from: u64) -> Result<Vec<Vec<u8>>, StoreError> {
-        Ok(self
-            .scan(LOG, run_id, from)?
-            .into_iter()
-            .map(|(_, v)| v)
-            .collect())
-    }
-
     fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError> {
-        match self.data.get(key(SUMMARY, run_id)).map_err(backend)? {
+        match self.get(SUMMARY, run_id)? {
             None => Ok(None),
             Some(v) => serde_json::from_slice(&v)
                 .map(Some)
