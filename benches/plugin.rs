@@ -10,6 +10,7 @@
 //! The whole bench stays well under two minutes (a few seconds on a quiet machine): five
 //! compilations, fifteen cache loads, some fifteen thousand invocations, six hundred runs.
 
+
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
@@ -20,6 +21,11 @@ use weft::driver::{Runtime, RuntimeConfig};
 use weft::engine::RunStatus;
 use weft::engine::invocation::StepCall;
 use weft::plugin::{
+
+
+/// The allocator the `weft` binary uses.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
     AbortHandle, DiscardEvents, EventLog, HostConfig, Invocation, NoRun, Plugin, PluginHost,
     Sandbox,
 };

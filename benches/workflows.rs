@@ -17,6 +17,10 @@ use weft::engine::{ResumeRequest, RunStatus};
 use weft::plugin::{DiscardEvents, HostConfig, Invocation, NoRun, PluginHost, Sandbox};
 use weft::workflow::LoadedWorkflow;
 
+/// The allocator the `weft` binary uses.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const MIN_TIME: Duration = Duration::from_secs(2);
 
 struct Scenario {

@@ -2,6 +2,11 @@
 
 use clap::Parser;
 
+/// mimalloc: the store and the JSON layer allocate many small, short-lived buffers, which
+/// glibc's allocator serves markedly slower (measured in `cargo bench --bench workflows`).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt()

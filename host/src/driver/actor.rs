@@ -18,8 +18,9 @@ use crate::engine::{
 use crate::native::NATIVE_PLUGIN;
 use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
 
-/// The most transitions between two snapshots of a running run.
-const SNAPSHOT_EVERY: u32 = 64;
+/// Record bytes written before a snapshot is due, at least: a small state is not rewritten
+/// after every few transitions.
+const SNAPSHOT_MIN_BYTES: usize = 16 << 10;
 
 /// What reaches a run's actor.
 pub enum Msg {
@@ -53,8 +54,10 @@ pub struct Actor {
     next_seq: u64,
     /// The counter part of the next record's key.
     next_sub: u32,
-    /// Transitions committed since the last snapshot.
-    unsnapshotted: u32,
+    /// Record bytes appended since the last snapshot.
+    since_snapshot: usize,
+    /// The size of the last snapshot.
+    snapshot_len: usize,
     in_flight: HashMap<u64, InFlight>,
     sandboxes: HashMap<String, Arc<Sandbox>>,
 }
@@ -80,7 +83,8 @@ impl Actor {
             status,
             next_seq,
             next_sub,
-            unsnapshotted: 0,
+            since_snapshot: 0,
+            snapshot_len: 0,
             in_flight: HashMap::new(),
             sandboxes: HashMap::new(),
         }
@@ -198,7 +202,7 @@ impl Actor {
     }
 
     /// Appends one record (S100): the orchestration event, if any, with the events it emitted;
-    /// then, when asked, a snapshot covering it and the summary.
+    /// then, when `snapshot` asks for it or one is due, a snapshot covering it and the summary.
     fn persist(
         &mut self,
         event: Option<&Event>,
@@ -221,7 +225,8 @@ impl Actor {
         .map_err(run)?;
         let store = &self.rt.inner.store;
         store.append(&self.state.run_id, at, &bytes)?;
-        if snapshot {
+        self.since_snapshot += bytes.len();
+        if snapshot || self.since_snapshot >= self.snapshot_len.max(SNAPSHOT_MIN_BYTES) {
             let snap = serde_json::to_vec(&SnapshotOut {
                 covers: at,
                 state: &self.state,
@@ -229,6 +234,8 @@ impl Actor {
             .map_err(run)?;
             store.put_snapshot(&self.state.run_id, &snap)?;
             store.put_summary(&summary(&self.state))?;
+            self.since_snapshot = 0;
+            self.snapshot_len = snap.len();
         }
         Ok(())
     }
@@ -252,16 +259,13 @@ impl Actor {
                 other => effects.push(other),
             }
         }
-        // The log alone rebuilds the state (the core is deterministic), so a snapshot is taken
-        // only every SNAPSHOT_EVERY transitions and whenever the status changes.
-        self.unsnapshotted += 1;
-        let snapshot = self.state.status != before
-            || self.state.status != crate::engine::RunStatus::Running
-            || self.unsnapshotted >= SNAPSHOT_EVERY;
-        if snapshot {
-            self.unsnapshotted = 0;
-        }
-        self.persist(Some(&event), &stored, snapshot)?;
+        // The records alone rebuild the state (the core is deterministic), so a snapshot is
+        // taken whenever the status changes, and otherwise once the records written since the
+        // last one outweigh it: writing snapshots costs at most as much as writing records, and
+        // a reload folds at most a snapshot's worth of records.
+        let status_changed =
+            self.state.status != before || self.state.status != crate::engine::RunStatus::Running;
+        self.persist(Some(&event), &stored, status_changed)?;
         if self.rt.inner.config.sync_writes {
             self.rt.inner.syncer.sync().await?;
         }

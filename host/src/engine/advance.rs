@@ -1599,6 +1599,9 @@ fn drive_foreach(node: &mut Node, entry: &EntryDef, concurrency: u32, frame: &Fr
         node.kind = NodeKind::Foreach(ForeachNode {
             items: vec![Item::Pending; len],
             done: 0,
+            started: 0,
+            active: Vec::new(),
+            stopped: false,
         });
     }
     let EntryKind::Foreach { body, .. } = &entry.kind else {
@@ -1617,12 +1620,15 @@ fn drive_foreach(node: &mut Node, entry: &EntryDef, concurrency: u32, frame: &Fr
         f
     };
     loop {
-        for i in 0..total {
+        let mut at = 0;
+        while at < fe.active.len() {
+            let i = fe.active[at] as usize;
             let Item::Active {
                 body: seq,
                 reported_suspended,
             } = &mut fe.items[i]
             else {
+                fe.active.remove(at);
                 continue;
             };
             let f = item_frame(i);
@@ -1668,48 +1674,38 @@ fn drive_foreach(node: &mut Node, entry: &EntryDef, concurrency: u32, frame: &Fr
                     if !matches!(end, End::Cancelled) {
                         cx.emit(frame, EventKind::StepProgress, &entry.path, data);
                     }
+                    fe.stopped |= matches!(end, End::Failed(_) | End::Tripwire(_) | End::Bail(_));
                     fe.items[i] = Item::Done(end);
+                    fe.active.remove(at);
+                    continue;
                 }
             }
+            at += 1;
         }
-        let blocked = cx.cancelling
-            || cx.bailed(frame).is_some()
-            || fe.items.iter().any(|it| {
-                matches!(
-                    it,
-                    Item::Done(End::Failed(_) | End::Tripwire(_) | End::Bail(_))
-                )
-            });
-        let in_progress = fe
-            .items
-            .iter()
-            .filter(|it| matches!(it, Item::Active { .. }))
-            .count();
-        let slots = (concurrency.max(1) as usize).saturating_sub(in_progress);
+        let blocked = cx.cancelling || cx.bailed(frame).is_some() || fe.stopped;
+        let slots = (concurrency.max(1) as usize).saturating_sub(fe.active.len());
         let mut started = 0;
         if !blocked {
             let Value::Array(elements) = &node.input else {
                 return;
             };
-            for (item, element) in fe.items.iter_mut().zip(elements) {
-                if started >= slots {
-                    break;
-                }
-                if matches!(item, Item::Pending) {
-                    *item = Item::Active {
-                        body: Seq::new(ListRef::Body(node.entry), body[0], element.clone()),
-                        reported_suspended: false,
-                    };
-                    started += 1;
-                }
+            while started < slots && (fe.started as usize) < total {
+                let i = fe.started as usize;
+                fe.items[i] = Item::Active {
+                    body: Seq::new(ListRef::Body(node.entry), body[0], elements[i].clone()),
+                    reported_suspended: false,
+                };
+                fe.active.push(fe.started);
+                fe.started += 1;
+                started += 1;
             }
         }
         if started == 0 {
             break;
         }
     }
-    let running = fe.items.iter().any(|it| {
-        matches!(it, Item::Active { body, .. } if matches!(body.phase, Phase::Running | Phase::New))
+    let running = fe.active.iter().any(|&i| {
+        matches!(&fe.items[i as usize], Item::Active { body, .. } if matches!(body.phase, Phase::Running | Phase::New))
     });
     if running {
         node.phase = Phase::Running;

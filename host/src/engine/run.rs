@@ -478,6 +478,12 @@ pub struct ForeachNode {
     pub items: Vec<Item>,
     /// Items succeeded so far.
     pub done: u32,
+    /// Items started so far; they start in index order, so these are the first ones.
+    pub started: u32,
+    /// The indexes of the items in progress (running or suspended), ascending.
+    pub active: Vec<u32>,
+    /// An item failed, tripped or bailed: no further item starts (S28, S79).
+    pub stopped: bool,
 }
 
 /// One foreach item.
