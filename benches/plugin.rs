@@ -10,7 +10,6 @@
 //! The whole bench stays well under two minutes (a few seconds on a quiet machine): five
 //! compilations, fifteen cache loads, some fifteen thousand invocations, six hundred runs.
 
-
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,14 +20,13 @@ use weft::driver::{Runtime, RuntimeConfig};
 use weft::engine::RunStatus;
 use weft::engine::invocation::StepCall;
 use weft::plugin::{
-
+    AbortHandle, DiscardEvents, EventLog, HostConfig, Invocation, NoRun, Plugin, PluginHost,
+    Sandbox,
+};
 
 /// The allocator the `weft` binary uses.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-    AbortHandle, DiscardEvents, EventLog, HostConfig, Invocation, NoRun, Plugin, PluginHost,
-    Sandbox,
-};
 
 /// Compilations from scratch (each is slow).
 const COMPILES: usize = 5;
