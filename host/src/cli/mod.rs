@@ -419,8 +419,15 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
     }
 }
 
+/// Prints a refusal and gives exit code 2; invalid data lists each violation on its own line.
 fn refuse(out: &mut dyn Output, e: &RuntimeError) -> i32 {
     out.err(&format!("error: {e}"));
+    if let RuntimeError::Refused(Refusal::InvalidData { violations, .. }) = e {
+        for v in violations {
+            let path = if v.path.is_empty() { "/" } else { &v.path };
+            out.err(&format!("{path}: {}", v.message));
+        }
+    }
     EXIT_USAGE
 }
 
@@ -462,20 +469,6 @@ async fn rerun(
     };
     match rt.rerun(of, step, workflow.as_ref(), input, run_id).await {
         Ok(id) => follow_run(rt, &id, 1, json, out).await,
-        Err(RuntimeError::Refused(Refusal::InvalidData {
-            message,
-            violations,
-        })) => {
-            out.err(&format!("error: {message}"));
-            for v in violations {
-                out.err(&format!(
-                    "{}: {}",
-                    if v.path.is_empty() { "/" } else { &v.path },
-                    v.message
-                ));
-            }
-            EXIT_USAGE
-        }
         Err(e) => refuse(out, &e),
     }
 }
@@ -497,18 +490,6 @@ async fn run(
     };
     let run_id = match rt.start(&workflow, input, run_id).await {
         Ok(id) => id,
-        Err(RuntimeError::InvalidInput(violations)) => {
-            out.err("error: invalid run input:");
-            for v in violations {
-                let path = if v.path.is_empty() {
-                    "/".to_string()
-                } else {
-                    v.path
-                };
-                out.err(&format!("{path}: {}", v.message));
-            }
-            return EXIT_USAGE;
-        }
         Err(e) => return refuse(out, &e),
     };
     follow_run(rt, &run_id, 1, json, out).await
@@ -552,20 +533,6 @@ async fn resume(
     };
     match rt.resume(run_id, request, recover_only).await {
         Ok(()) => follow_run(rt, run_id, from, json, out).await,
-        Err(RuntimeError::Refused(Refusal::InvalidData {
-            message,
-            violations,
-        })) => {
-            out.err(&format!("error: {message}"));
-            for v in violations {
-                out.err(&format!(
-                    "{}: {}",
-                    if v.path.is_empty() { "/" } else { &v.path },
-                    v.message
-                ));
-            }
-            EXIT_USAGE
-        }
         Err(e) => refuse(out, &e),
     }
 }

@@ -583,26 +583,10 @@ impl Cx<'_> {
     fn record_start(&mut self, frame: &Frame, entry: &EntryDef, input: &Value) {
         let now = self.ts();
         if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
-            let rec = self
-                .records
-                .entry(entry.path.clone())
-                .or_insert_with(|| StepRecord::new(StepStatus::Running));
+            let rec = self.put_item(entry, index, StepStatus::Running, input.clone());
             rec.status = StepStatus::Running;
             rec.started_at.get_or_insert(now);
             rec.iteration = frame.iteration;
-            let items = rec.items.get_or_insert_with(Vec::new);
-            let item = ItemRecord {
-                index,
-                status: StepStatus::Running,
-                input: input.clone(),
-                output: None,
-                error: None,
-                attempts: 0,
-            };
-            match items.binary_search_by_key(&index, |i| i.index) {
-                Ok(pos) => items[pos] = item,
-                Err(pos) => items.insert(pos, item),
-            }
         } else {
             let mut rec = StepRecord::new(StepStatus::Running);
             rec.input = Some(input.clone());
@@ -616,28 +600,40 @@ impl Cx<'_> {
     /// entry, so other items' entries stay.
     fn record_skipped(&mut self, frame: &Frame, entry: &EntryDef) {
         if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
-            let rec = self
-                .records
-                .entry(entry.path.clone())
-                .or_insert_with(|| StepRecord::new(StepStatus::Skipped));
-            let items = rec.items.get_or_insert_with(Vec::new);
-            let item = ItemRecord {
-                index,
-                status: StepStatus::Skipped,
-                input: Value::Null,
-                output: None,
-                error: None,
-                attempts: 0,
-            };
-            match items.binary_search_by_key(&index, |i| i.index) {
-                Ok(pos) => items[pos] = item,
-                Err(pos) => items.insert(pos, item),
-            }
+            self.put_item(entry, index, StepStatus::Skipped, Value::Null);
         } else {
             let mut rec = StepRecord::new(StepStatus::Skipped);
             rec.iteration = frame.iteration;
             self.records.insert(entry.path.clone(), rec);
         }
+    }
+
+    /// Sets item `index` of the entry's record (made when missing) to a fresh item record.
+    fn put_item(
+        &mut self,
+        entry: &EntryDef,
+        index: u32,
+        status: StepStatus,
+        input: Value,
+    ) -> &mut StepRecord {
+        let rec = self
+            .records
+            .entry(entry.path.clone())
+            .or_insert_with(|| StepRecord::new(status));
+        let items = rec.items.get_or_insert_with(Vec::new);
+        let item = ItemRecord {
+            index,
+            status,
+            input,
+            output: None,
+            error: None,
+            attempts: 0,
+        };
+        match items.binary_search_by_key(&index, |i| i.index) {
+            Ok(pos) => items[pos] = item,
+            Err(pos) => items.insert(pos, item),
+        }
+        rec
     }
 
     /// Changes an execution's record: `f` sees the record and, inside an item, its item.

@@ -41,6 +41,17 @@ fn parse_record_key(prefix: &[u8], k: &[u8]) -> Option<RecordKey> {
     Some((seq, sub))
 }
 
+/// Whether opening failed because another process holds the database's file lock. sled wraps
+/// the `WouldBlock` of the lock in an error of its own.
+fn is_lock_held(io: &std::io::Error) -> bool {
+    io.kind() == std::io::ErrorKind::WouldBlock
+        || io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+            .is_some_and(|inner| inner.kind() == std::io::ErrorKind::WouldBlock)
+        || io.to_string().contains("could not acquire lock")
+}
+
 const SNAPSHOT: u8 = b's';
 const BASE: u8 = b'b';
 const DEFINITION: u8 = b'd';
@@ -57,7 +68,7 @@ impl SledStore {
             .cache_capacity(cache_mib.saturating_mul(1 << 20))
             .open()
             .map_err(|e| match e {
-                sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
+                sled::Error::Io(io) if is_lock_held(&io) => {
                     StoreError::Held(dir.display().to_string())
                 }
                 other => backend(other),
