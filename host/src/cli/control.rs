@@ -53,20 +53,22 @@ impl Drop for Served {
 }
 
 impl Server {
-    /// Stops taking connections and waits until every client being served has its answer, so
-    /// a holder whose own command ended never cuts another terminal's command off.
+    /// Waits until no client is being served, still taking new ones meanwhile, then stops: a
+    /// holder whose own command ended never cuts another terminal's command off.
     pub async fn finish(self, out: &mut dyn Output) {
-        self.task.abort();
-        let _ = std::fs::remove_file(&self.path);
+        let mut told = false;
         loop {
             let idle = self.clients.idle.notified();
             let active = self.clients.active.load(Ordering::SeqCst);
             if active == 0 {
                 return;
             }
-            out.err(&format!(
-                "waiting for {active} command(s) of other weft processes served by this one"
-            ));
+            if !told {
+                out.err(&format!(
+                    "waiting for {active} command(s) of other weft processes served by this one"
+                ));
+                told = true;
+            }
             idle.await;
         }
     }
@@ -167,6 +169,7 @@ pub async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32
     request.push('\n');
     write.write_all(request.as_bytes()).await.ok()?;
     let mut lines = BufReader::new(read).lines();
+    let mut answered = false;
     while let Ok(Some(line)) = lines.next_line().await {
         match serde_json::from_str::<Frame>(&line) {
             Ok(Frame::Out(t)) => out.line(&t),
@@ -174,6 +177,11 @@ pub async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32
             Ok(Frame::Exit(code)) => return Some(code),
             Err(_) => continue,
         }
+        answered = true;
+    }
+    if !answered {
+        // The holder stopped before taking the command: the caller may try the home again.
+        return None;
     }
     out.err("error: the process holding the home went away before answering");
     Some(super::EXIT_USAGE)

@@ -178,7 +178,10 @@ pub async fn main(cli: Cli) -> i32 {
                 return code;
             }
             Err(open_err) => {
-                if let Some(code) = control::forward(&cli.home, &cmd, &mut out).await {
+                // `serve` must hold the home itself; everything else is served by the holder.
+                if !matches!(cmd, Cmd::Serve { .. })
+                    && let Some(code) = control::forward(&cli.home, &cmd, &mut out).await
+                {
                     return code;
                 }
                 let held = matches!(open_err, RuntimeError::Store(StoreError::Held(_)));
