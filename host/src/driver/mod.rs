@@ -181,16 +181,17 @@ impl Runtime {
     ) -> Result<String, RuntimeError> {
         engine::check_run_input(&workflow.graph, &mut input).map_err(RuntimeError::InvalidInput)?;
         let run_id = run_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
-        let graph = Arc::new(workflow.graph.clone());
+        let (graph, definition) = workflow.shared().map_err(|e| corrupt(&run_id, e))?;
         {
             let mut plugins = lock(&self.inner.plugins);
             for (digest, p) in &workflow.plugins {
-                plugins.insert(digest.clone(), p.plugin.clone());
+                if !plugins.contains_key(digest) {
+                    plugins.insert(digest.clone(), p.plugin.clone());
+                }
             }
         }
         let now = now_ms();
         let state = engine::new_run(&graph, run_id.clone(), input, now);
-        let definition = serde_json::to_vec(&*graph).map_err(|e| corrupt(&run_id, e))?;
         let snapshot = serde_json::to_vec(&state).map_err(|e| corrupt(&run_id, e))?;
         let plugin_bytes: Vec<(&str, &[u8])> = workflow
             .plugins

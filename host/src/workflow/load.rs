@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use indexmap::IndexMap;
 use serde_json::{Value, json};
@@ -23,6 +23,22 @@ pub struct LoadedWorkflow {
     pub graph: Graph,
     /// Each plugin by digest: its component bytes (stored with runs, S10) and the loaded plugin.
     pub plugins: BTreeMap<String, LoadedPlugin>,
+    shared: OnceLock<(Arc<Graph>, Arc<Vec<u8>>)>,
+}
+
+impl LoadedWorkflow {
+    /// The graph as runs share it, and its serialized form as each run stores it (S10); made
+    /// once, however many runs start.
+    pub fn shared(&self) -> Result<(Arc<Graph>, Arc<Vec<u8>>), serde_json::Error> {
+        if let Some(s) = self.shared.get() {
+            return Ok(s.clone());
+        }
+        let bytes = serde_json::to_vec(&self.graph)?;
+        Ok(self
+            .shared
+            .get_or_init(|| (Arc::new(self.graph.clone()), Arc::new(bytes)))
+            .clone())
+    }
 }
 
 /// A plugin a workflow uses.
@@ -113,6 +129,7 @@ pub async fn load_workflow_with(
     Ok(LoadedWorkflow {
         graph: builder.graph,
         plugins,
+        shared: OnceLock::new(),
     })
 }
 
