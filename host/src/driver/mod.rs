@@ -395,7 +395,19 @@ impl Runtime {
             closed |= event.kind.is_closing();
             let _ = tx.send(Arc::new(event));
         }
-        if !closed {
+        if closed {
+            // Nothing more will come: drop the channel unless a live run or watcher uses it.
+            drop(live_rx);
+            let live = lock(&self.inner.live).contains_key(run_id);
+            let mut channels = lock(&self.inner.channels);
+            if !live
+                && channels
+                    .get(run_id)
+                    .is_some_and(|c| c.receiver_count() == 0)
+            {
+                channels.remove(run_id);
+            }
+        } else {
             let store = self.inner.store.clone();
             let run = run_id.to_owned();
             tokio::spawn(async move {
