@@ -1,7 +1,8 @@
 //! Workflow throughput: `cargo bench --bench workflows -- [SCENARIO...]`.
 //!
 //! Every scenario runs plugin steps (testkit, a fresh sandboxed instance per invocation) on the
-//! durable sled store with fsynced transitions, many runs in flight at once, after a warm-up,
+//! durable sled store with fsynced transitions, many runs in flight at once (as a server holds
+//! them; concurrent runs share fsyncs), after a warm-up,
 //! for at least two seconds, and prints one JSON line:
 //! `{"scenario", "runs", "steps", "seconds", "runs_per_s", "steps_per_s", "rss_mb"}`.
 //! `floor` is the bare cost of one fresh pooled instance and one trivial `execute`, with no
@@ -57,7 +58,7 @@ fn scenarios() -> Vec<Scenario> {
             yaml: format!("id: seq10\n{plugin}steps:\n{seq10}"),
             input: json!({"n": 0}),
             steps: 10,
-            in_flight: 64,
+            in_flight: 256,
             resume: false,
         },
         Scenario {
@@ -67,7 +68,7 @@ fn scenarios() -> Vec<Scenario> {
             ),
             input: json!((1..=1000).collect::<Vec<u32>>()),
             steps: 1000,
-            in_flight: 4,
+            in_flight: 16,
             resume: false,
         },
         Scenario {
@@ -77,7 +78,7 @@ fn scenarios() -> Vec<Scenario> {
             ),
             input: json!({"n": 1}),
             steps: 9,
-            in_flight: 32,
+            in_flight: 64,
             resume: false,
         },
         Scenario {
@@ -87,7 +88,7 @@ fn scenarios() -> Vec<Scenario> {
             ),
             input: json!({"n": 0}),
             steps: 100,
-            in_flight: 16,
+            in_flight: 64,
             resume: false,
         },
         Scenario {
