@@ -193,7 +193,7 @@ impl Actor {
             };
             stored.push(self.stamp(t, &at));
         }
-        if let Err(e) = self.persist(None, &stored, false) {
+        if let Err(e) = self.persist(None, &stored, false, false) {
             tracing::error!(run = %self.state.run_id, "cannot store events: {e}");
         }
         for ev in stored {
@@ -202,12 +202,14 @@ impl Actor {
     }
 
     /// Appends one record (S100): the orchestration event, if any, with the events it emitted;
-    /// then, when `snapshot` asks for it or one is due, a snapshot covering it and the summary.
+    /// then, when `snapshot` asks for it or one is due, a snapshot covering it and the summary,
+    /// and the summary alone when `status_changed`.
     fn persist(
         &mut self,
         event: Option<&Event>,
         stored: &[StoredEvent],
         snapshot: bool,
+        status_changed: bool,
     ) -> Result<(), RuntimeError> {
         let run = |e: serde_json::Error| RuntimeError::Corrupt {
             run: self.state.run_id.clone(),
@@ -236,6 +238,8 @@ impl Actor {
             store.put_summary(&summary(&self.state))?;
             self.since_snapshot = 0;
             self.snapshot_len = snap.len();
+        } else if status_changed {
+            store.put_summary(&summary(&self.state))?;
         }
         Ok(())
     }
@@ -260,12 +264,13 @@ impl Actor {
             }
         }
         // The records alone rebuild the state (the core is deterministic), so a snapshot is
-        // taken whenever the status changes, and otherwise once the records written since the
-        // last one outweigh it: writing snapshots costs at most as much as writing records, and
-        // a reload folds at most a snapshot's worth of records.
-        let status_changed =
-            self.state.status != before || self.state.status != crate::engine::RunStatus::Running;
-        self.persist(Some(&event), &stored, status_changed)?;
+        // taken when the run settles (suspends or ends: it is read then, not driven), and
+        // otherwise once the records written since the last one outweigh it: writing snapshots
+        // costs at most as much as writing records, and a reload folds at most a snapshot's
+        // worth of records.
+        let status_changed = self.state.status != before;
+        let settled = status_changed && self.state.status != crate::engine::RunStatus::Running;
+        self.persist(Some(&event), &stored, settled, status_changed)?;
         if self.rt.inner.config.sync_writes {
             self.rt.inner.syncer.sync().await?;
         }
