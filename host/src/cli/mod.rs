@@ -199,36 +199,22 @@ pub async fn main(cli: Cli) -> i32 {
 }
 
 /// Makes every path in a command absolute, so another process can serve it.
-fn absolutize(cmd: Cmd) -> Cmd {
-    let abs = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
-    match cmd {
-        Cmd::Run {
-            file,
-            from_step,
-            of,
-            input,
-            input_file,
-            run_id,
-            json,
-        } => Cmd::Run {
-            file: file.map(abs),
-            from_step,
-            of,
-            input,
-            input_file: input_file.map(abs),
-            run_id,
-            json,
-        },
-        Cmd::Validate { file } => Cmd::Validate { file: abs(file) },
-        Cmd::Graph { file, format } => Cmd::Graph {
-            file: abs(file),
-            format,
-        },
-        Cmd::Plugin(PluginCmd::Inspect { file }) => {
-            Cmd::Plugin(PluginCmd::Inspect { file: abs(file) })
+fn absolutize(mut cmd: Cmd) -> Cmd {
+    let abs = |p: &mut PathBuf| {
+        if let Ok(a) = std::path::absolute(&*p) {
+            *p = a;
         }
-        other => other,
+    };
+    match &mut cmd {
+        Cmd::Run {
+            file, input_file, ..
+        } => file.iter_mut().chain(input_file.iter_mut()).for_each(abs),
+        Cmd::Validate { file }
+        | Cmd::Graph { file, .. }
+        | Cmd::Plugin(PluginCmd::Inspect { file }) => abs(file),
+        _ => {}
     }
+    cmd
 }
 
 /// Carries out one command against a runtime that holds the home.

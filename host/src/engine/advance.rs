@@ -1029,67 +1029,58 @@ fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx, end: 
 
 /// Marks every suspended execution under `node` `cancelled` (S74).
 fn cancel_suspended_in(node: &mut Node, cx: &mut Cx) {
-    let graph = cx.graph;
     let now = cx.ts();
-    fn walk_seq(seq: &mut Seq, graph: &Graph, now: &str, cx: &mut Cx) {
-        if seq.phase == Phase::Suspended {
-            walk(&mut seq.current, graph, now, cx);
-            seq.phase = Phase::Done(End::Cancelled);
-        }
-    }
-    fn walk(node: &mut Node, graph: &Graph, now: &str, cx: &mut Cx) {
-        if node.phase != Phase::Suspended {
-            return;
-        }
-        match &mut node.kind {
-            NodeKind::Step(s) => s.wait = StepWait::Nothing,
-            NodeKind::Parallel(arms) => arms.iter_mut().for_each(|a| walk(a, graph, now, cx)),
-            NodeKind::Branch(arms) => arms
-                .iter_mut()
-                .flatten()
-                .for_each(|a| walk(a, graph, now, cx)),
-            NodeKind::Foreach(fe) => {
-                for item in fe.items.iter_mut() {
-                    if let Item::Active { body, .. } = item {
-                        walk_seq(body, graph, now, cx);
-                        *item = Item::Done(End::Cancelled);
-                    }
-                }
-            }
-            NodeKind::Loop { body, .. } | NodeKind::Nested(body) => walk_seq(body, graph, now, cx),
-            NodeKind::Plain | NodeKind::Sleep { .. } => {}
-        }
-        node.phase = Phase::Done(End::Cancelled);
-        let path = &graph.entry(node.entry).path;
-        if let Some(rec) = cx.records.get_mut(path) {
-            if let Some(items) = &mut rec.items {
-                for item in items
-                    .iter_mut()
-                    .filter(|i| i.status == StepStatus::Suspended)
-                {
-                    item.status = StepStatus::Cancelled;
-                }
-            }
-            rec.status = StepStatus::Cancelled;
-            rec.ended_at = Some(now.to_owned());
-        }
-    }
+    cancel_children(node, &now, cx);
+}
+
+/// Cancels the suspended executions directly under `node` (and, through them, below).
+fn cancel_children(node: &mut Node, now: &str, cx: &mut Cx) {
     match &mut node.kind {
-        NodeKind::Parallel(arms) => arms.iter_mut().for_each(|a| walk(a, graph, &now, cx)),
+        NodeKind::Step(s) => s.wait = StepWait::Nothing,
+        NodeKind::Parallel(arms) => arms.iter_mut().for_each(|a| cancel_node(a, now, cx)),
         NodeKind::Branch(arms) => arms
             .iter_mut()
             .flatten()
-            .for_each(|a| walk(a, graph, &now, cx)),
+            .for_each(|a| cancel_node(a, now, cx)),
         NodeKind::Foreach(fe) => {
             for item in fe.items.iter_mut() {
                 if let Item::Active { body, .. } = item {
-                    walk_seq(body, graph, &now, cx);
+                    cancel_seq(body, now, cx);
                     *item = Item::Done(End::Cancelled);
                 }
             }
         }
-        NodeKind::Loop { body, .. } | NodeKind::Nested(body) => walk_seq(body, graph, &now, cx),
-        NodeKind::Plain | NodeKind::Step(_) | NodeKind::Sleep { .. } => {}
+        NodeKind::Loop { body, .. } | NodeKind::Nested(body) => cancel_seq(body, now, cx),
+        NodeKind::Plain | NodeKind::Sleep { .. } => {}
+    }
+}
+
+fn cancel_seq(seq: &mut Seq, now: &str, cx: &mut Cx) {
+    if seq.phase == Phase::Suspended {
+        cancel_node(&mut seq.current, now, cx);
+        seq.phase = Phase::Done(End::Cancelled);
+    }
+}
+
+/// Ends a suspended execution `cancelled`, with everything suspended inside it.
+fn cancel_node(node: &mut Node, now: &str, cx: &mut Cx) {
+    if node.phase != Phase::Suspended {
+        return;
+    }
+    cancel_children(node, now, cx);
+    node.phase = Phase::Done(End::Cancelled);
+    let path = &cx.graph.entry(node.entry).path;
+    if let Some(rec) = cx.records.get_mut(path) {
+        if let Some(items) = &mut rec.items {
+            for item in items
+                .iter_mut()
+                .filter(|i| i.status == StepStatus::Suspended)
+            {
+                item.status = StepStatus::Cancelled;
+            }
+        }
+        rec.status = StepStatus::Cancelled;
+        rec.ended_at = Some(now.to_owned());
     }
 }
 
