@@ -1,6 +1,6 @@
 //! weft: a durable workflow host whose steps and tools are sandboxed WebAssembly components.
 //!
-//! The crate is layered as `../shared/ARCHITECTURE.md` describes: [`engine`] is the pure core,
+//! The crate is layered as `docs/ARCHITECTURE.md` in the repository describes: [`engine`] is the pure core,
 //! [`plugin`] runs WebAssembly components, [`store`] keeps runs durable, [`driver`] ties them
 //! together, and [`cli`] is the command line on top.
 

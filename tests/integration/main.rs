@@ -1,9 +1,11 @@
 //! weft's integration tests: one binary, one module per area, real components in real
-//! wasmtime against a real sled directory.
+//! wasmtime against a real sled directory. Tests are named after the rules of
+//! `docs/SEMANTICS.md` they check (`s45_…`); `contract.rs` keeps that true.
 
 mod blocks;
 mod cli;
 mod common;
+mod contract;
 mod durability;
 mod hostile;
 mod plugin;
