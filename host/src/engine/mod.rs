@@ -2,6 +2,13 @@
 //!
 //! Nothing in here performs I/O, reads a clock or draws random numbers: time arrives inside
 //! events, and everything the outside world must do leaves as commands.
+//!
+//! The data: [`model`] (the graph), `state` (a run), `nodes` (its execution tree), `records`
+//! (what the run record shows per entry), `events` (what comes in), `commands` (what goes
+//! out); all re-exported here. The machinery: [`advance`] takes an event; the drive pass
+//! (`drive`, `context`, `settle`) moves every execution under way; one machine per construct
+//! (`machines/`) decides what its kind does; `resume`, `cancel` and `replay` handle the
+//! run-wide requests.
 
 pub mod expr;
 pub mod invocation;
@@ -9,14 +16,41 @@ pub mod model;
 pub mod rerun;
 pub mod schema;
 
-pub mod advance;
 pub mod draw;
+
+mod advance;
+mod cancel;
+mod commands;
+mod context;
+mod drive;
+mod events;
+mod machines;
+mod nodes;
+mod patches;
+mod records;
+mod replay;
+mod resume;
+mod settle;
+mod start;
+mod state;
+mod time;
+mod visit;
+
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod recovery_tests;
-pub mod run;
 
-pub use advance::{advance, check_run_input, new_run, replay, rfc3339, suspended};
+pub use advance::advance;
+pub use commands::{Command, EventKind, Invoke, StepsView, Tracking};
+pub use events::{Event, Refusal, ResumeRequest};
 pub use model::{GRAPH_FORMAT, Graph};
-pub use run::*;
+pub use nodes::{End, ForeachNode, Item, ListRef, Node, NodeKind, Phase, Seq, StepNode, StepWait};
+pub use records::{
+    ErrorInfo, ItemRecord, RestartedFrom, StepRecord, StepStatus, SuspendedEntry, TripwireInfo,
+};
+pub use replay::replay;
+pub use resume::suspended;
+pub use start::{check_run_input, new_run};
+pub use state::{FileState, RunState, RunStatus, STATE_FORMAT};
+pub use time::{Millis, rfc3339};

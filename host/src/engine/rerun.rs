@@ -9,10 +9,12 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::advance::advance;
 use super::model::{EntryId, EntryKind, Graph};
-use super::run::*;
 use super::schema;
+use super::{
+    Event, Item, Millis, Node, NodeKind, Phase, Refusal, RestartedFrom, RunState, RunStatus, Seq,
+    StepNode, StepWait, advance,
+};
 
 /// What a re-run starts from.
 pub struct RerunRequest<'a> {

@@ -1,0 +1,246 @@
+//! The context of one drive pass: where an execution sits ([`Frame`]) and what the pass may
+//! read and change ([`Cx`]): files, results, records, tokens and the commands it emits.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+
+use super::commands::{Command, EventKind, Tracking};
+use super::invocation::InvocationResult;
+use super::model::{EntryDef, FileId, Graph};
+use super::records::{ErrorInfo, ItemRecord, StepRecord, StepStatus};
+use super::resume::Selection;
+use super::state::FileState;
+use super::time::{Millis, rfc3339};
+
+/// Where an execution sits: its file instance, visible scopes, item and iteration.
+#[derive(Clone)]
+pub(crate) struct Frame {
+    /// The file instance the execution's entry is written in.
+    pub(crate) file: FileId,
+    /// The key of that file instance's state in [`super::RunState::files`].
+    pub(crate) file_key: String,
+    /// Result scopes, innermost first.
+    pub(crate) scopes: Vec<String>,
+    /// The innermost enclosing foreach item.
+    pub(crate) foreach_index: Option<u32>,
+    /// The innermost enclosing loop iteration.
+    pub(crate) iteration: Option<u32>,
+    /// Inside a foreach item: records hold items, and entries emit no step events (S31).
+    pub(crate) in_item: bool,
+}
+
+impl Frame {
+    /// The frame of the top-level file.
+    pub(crate) fn root() -> Self {
+        Frame {
+            file: 0,
+            file_key: String::new(),
+            scopes: vec![String::new()],
+            foreach_index: None,
+            iteration: None,
+            in_item: false,
+        }
+    }
+}
+
+/// What one drive pass reads and changes: the run's parts, what the event brought, and the
+/// commands gathered so far.
+pub(crate) struct Cx<'a> {
+    /// The run's graph.
+    pub(crate) graph: &'a Graph,
+    /// The event's instant.
+    pub(crate) now: Millis,
+    /// The run's id.
+    pub(crate) run_id: &'a str,
+    /// File instances by key.
+    pub(crate) files: &'a mut BTreeMap<String, FileState>,
+    /// Visible outputs by scope key.
+    pub(crate) results: &'a mut BTreeMap<String, IndexMap<String, Value>>,
+    /// Records by path.
+    pub(crate) records: &'a mut IndexMap<String, StepRecord>,
+    /// The next invocation or timer token.
+    pub(crate) next_token: &'a mut u64,
+    /// A cancel has been accepted.
+    pub(crate) cancelling: bool,
+    /// The invocation result the event brought, by token.
+    pub(crate) inbox: HashMap<u64, InvocationResult>,
+    /// The timer the event fired.
+    pub(crate) fired: HashSet<u64>,
+    /// The steps a resume selected.
+    pub(crate) resume: Option<Selection>,
+    /// A recovery: issue again what was in flight.
+    pub(crate) reissue: bool,
+    /// What a recovery issued again, for its log line.
+    pub(crate) reissued: Vec<String>,
+    /// The commands so far, in order.
+    pub(crate) cmds: Vec<Command>,
+}
+
+impl Cx<'_> {
+    /// A fresh invocation or timer token.
+    pub(crate) fn token(&mut self) -> u64 {
+        let t = *self.next_token;
+        *self.next_token += 1;
+        t
+    }
+
+    /// Emits a tracking event about the entry at `path`, with the frame's item and iteration.
+    pub(crate) fn emit(&mut self, frame: &Frame, kind: EventKind, path: &str, data: Value) {
+        self.cmds.push(Command::Emit(Tracking {
+            kind,
+            path: Some(path.to_owned()),
+            foreach_index: frame.foreach_index,
+            iteration: frame.iteration,
+            data,
+        }));
+    }
+
+    /// The event's instant, RFC 3339.
+    pub(crate) fn ts(&self) -> String {
+        rfc3339(self.now)
+    }
+
+    /// The state of the frame's file instance.
+    pub(crate) fn file_state(&self, frame: &Frame) -> &FileState {
+        // A frame's file state exists for as long as the frame's executions do.
+        &self.files[&frame.file_key]
+    }
+
+    /// The bail value of the frame's file instance, once one bailed (S79).
+    pub(crate) fn bailed(&self, frame: &Frame) -> Option<Value> {
+        self.files
+            .get(&frame.file_key)
+            .and_then(|f| f.bailed.clone())
+    }
+
+    /// Outputs visible from `frame`, outer scopes first so inner ones win.
+    pub(crate) fn visible_steps(&self, frame: &Frame) -> IndexMap<String, Value> {
+        let mut steps = IndexMap::new();
+        for scope in frame.scopes.iter().rev() {
+            if let Some(map) = self.results.get(scope) {
+                for (k, v) in map {
+                    steps.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        steps
+    }
+
+    /// The object expressions see (WORKFLOW-FORMAT.md §1).
+    pub(crate) fn expr_input(&self, frame: &Frame, input: &Value) -> Value {
+        let file = self.file_state(frame);
+        let steps: Map<String, Value> = self.visible_steps(frame).into_iter().collect();
+        json!({
+            "input": input,
+            "state": file.state,
+            "init": file.input,
+            "steps": steps,
+        })
+    }
+
+    /// Makes an output visible to `.steps` by id and by path (S8).
+    pub(crate) fn register(&mut self, frame: &Frame, entry: &EntryDef, value: &Value) {
+        let scope = self.results.entry(frame.scopes[0].clone()).or_default();
+        scope.insert(entry.id.clone(), value.clone());
+        if entry.path != entry.id {
+            scope.insert(entry.path.clone(), value.clone());
+        }
+    }
+
+    /// Opens the record of an execution that starts (S7, S31, S36).
+    pub(crate) fn record_start(&mut self, frame: &Frame, entry: &EntryDef, input: &Value) {
+        let now = self.ts();
+        if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
+            let rec = self.put_item(entry, index, StepStatus::Running, input.clone());
+            rec.status = StepStatus::Running;
+            rec.started_at.get_or_insert(now);
+            rec.iteration = frame.iteration;
+        } else {
+            let mut rec = StepRecord::new(StepStatus::Running);
+            rec.input = Some(input.clone());
+            rec.started_at = Some(now);
+            rec.iteration = frame.iteration;
+            self.records.insert(entry.path.clone(), rec);
+        }
+    }
+
+    /// Records a branch arm that was not taken (S22); inside a foreach item, as that item's
+    /// entry, so other items' entries stay.
+    pub(crate) fn record_skipped(&mut self, frame: &Frame, entry: &EntryDef) {
+        if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
+            self.put_item(entry, index, StepStatus::Skipped, Value::Null);
+        } else {
+            let mut rec = StepRecord::new(StepStatus::Skipped);
+            rec.iteration = frame.iteration;
+            self.records.insert(entry.path.clone(), rec);
+        }
+    }
+
+    /// Sets item `index` of the entry's record (made when missing) to a fresh item record.
+    fn put_item(
+        &mut self,
+        entry: &EntryDef,
+        index: u32,
+        status: StepStatus,
+        input: Value,
+    ) -> &mut StepRecord {
+        let rec = self
+            .records
+            .entry(entry.path.clone())
+            .or_insert_with(|| StepRecord::new(status));
+        let items = rec.items.get_or_insert_with(Vec::new);
+        let item = ItemRecord {
+            index,
+            status,
+            input,
+            output: None,
+            error: None,
+            attempts: 0,
+        };
+        match items.binary_search_by_key(&index, |i| i.index) {
+            Ok(pos) => items[pos] = item,
+            Err(pos) => items.insert(pos, item),
+        }
+        rec
+    }
+
+    /// Changes an execution's record: `f` sees the record and, inside an item, its item.
+    pub(crate) fn record(
+        &mut self,
+        frame: &Frame,
+        entry: &EntryDef,
+        f: impl FnOnce(&mut StepRecord, Option<&mut ItemRecord>),
+    ) {
+        let Some(rec) = self.records.get_mut(&entry.path) else {
+            return;
+        };
+        if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
+            let mut items = rec.items.take().unwrap_or_default();
+            let item = items.iter_mut().find(|i| i.index == index);
+            f(rec, item);
+            rec.items = Some(items);
+        } else {
+            f(rec, None);
+        }
+    }
+
+    /// An error at `path`, with the frame's item and iteration.
+    pub(crate) fn error(
+        &self,
+        frame: &Frame,
+        path: &str,
+        code: &str,
+        message: String,
+    ) -> ErrorInfo {
+        ErrorInfo {
+            message,
+            code: code.into(),
+            step: path.into(),
+            details: None,
+            foreach_index: frame.foreach_index,
+            iteration: frame.iteration,
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The foreach machine: items in index order, at most `concurrency` in progress (S25–S31).
+
+use serde_json::{Value, json};
+
+use crate::engine::cancel::cancel_suspended_in;
+use crate::engine::commands::EventKind;
+use crate::engine::context::{Cx, Frame};
+use crate::engine::drive::{drive_seq, end_node, start_block};
+use crate::engine::model::{EntryDef, EntryKind};
+use crate::engine::nodes::{End, ForeachNode, Item, ListRef, Node, NodeKind, Phase, Seq};
+use crate::engine::settle::{Settled, settle_ends};
+
+/// Starts items in index order while slots are free, drives those in progress, and settles
+/// the foreach once none runs (S26–S28).
+pub(crate) fn drive_foreach(
+    node: &mut Node,
+    entry: &EntryDef,
+    concurrency: u32,
+    frame: &Frame,
+    cx: &mut Cx,
+) {
+    if node.phase == Phase::New {
+        start_block(node, entry, frame, cx);
+        let len = match &node.input {
+            Value::Array(a) => a.len(),
+            other => {
+                let err = cx.error(
+                    frame,
+                    &entry.path,
+                    "not-an-array",
+                    format!(
+                        "foreach {}: input must be an array, got {}",
+                        entry.path,
+                        json_type(other)
+                    ),
+                );
+                end_node(node, entry, frame, cx, End::Failed(err));
+                return;
+            }
+        };
+        if len == 0 {
+            end_node(node, entry, frame, cx, End::Success(json!([])));
+            return;
+        }
+        node.kind = NodeKind::Foreach(ForeachNode {
+            items: vec![Item::Pending; len],
+            done: 0,
+            started: 0,
+            active: Vec::new(),
+            stopped: false,
+        });
+    }
+    let EntryKind::Foreach { body, .. } = &entry.kind else {
+        return;
+    };
+    let NodeKind::Foreach(fe) = &mut node.kind else {
+        return;
+    };
+    let total = fe.items.len();
+    let item_frame = |i: usize| {
+        let mut f = frame.clone();
+        f.scopes
+            .insert(0, format!("{}/{}#{i}", frame.scopes[0], entry.path));
+        f.foreach_index = Some(i as u32);
+        f.in_item = true;
+        f
+    };
+    loop {
+        let mut at = 0;
+        while at < fe.active.len() {
+            let i = fe.active[at] as usize;
+            let Item::Active {
+                body: seq,
+                reported_suspended,
+            } = &mut fe.items[i]
+            else {
+                fe.active.remove(at);
+                continue;
+            };
+            let f = item_frame(i);
+            drive_seq(seq, &f, cx);
+            match &seq.phase {
+                Phase::New | Phase::Running => *reported_suspended = false,
+                Phase::Suspended => {
+                    if !*reported_suspended {
+                        *reported_suspended = true;
+                        let done = fe.done;
+                        cx.emit(
+                            frame,
+                            EventKind::StepProgress,
+                            &entry.path,
+                            json!({"index": i, "status": "suspended", "done": done, "total": total}),
+                        );
+                    }
+                }
+                Phase::Done(end) => {
+                    let end = end.clone();
+                    let mut data = json!({"index": i, "total": total});
+                    match &end {
+                        End::Success(v) => {
+                            fe.done += 1;
+                            data["status"] = json!("success");
+                            data["output"] = v.clone();
+                        }
+                        End::Failed(e) => {
+                            data["status"] = json!("failed");
+                            data["error"] = json!(e);
+                        }
+                        End::Bail(v) => {
+                            data["status"] = json!("success");
+                            data["output"] = v.clone();
+                        }
+                        End::Tripwire(t) => {
+                            data["status"] = json!("failed");
+                            data["tripwire"] = json!(t);
+                        }
+                        End::Cancelled => data["status"] = json!("cancelled"),
+                    }
+                    data["done"] = json!(fe.done);
+                    if !matches!(end, End::Cancelled) {
+                        cx.emit(frame, EventKind::StepProgress, &entry.path, data);
+                    }
+                    fe.stopped |= matches!(end, End::Failed(_) | End::Tripwire(_) | End::Bail(_));
+                    fe.items[i] = Item::Done(end);
+                    fe.active.remove(at);
+                    continue;
+                }
+            }
+            at += 1;
+        }
+        let blocked = cx.cancelling || cx.bailed(frame).is_some() || fe.stopped;
+        let slots = (concurrency.max(1) as usize).saturating_sub(fe.active.len());
+        let mut started = 0;
+        if !blocked {
+            let Value::Array(elements) = &node.input else {
+                return;
+            };
+            while started < slots && (fe.started as usize) < total {
+                let i = fe.started as usize;
+                fe.items[i] = Item::Active {
+                    body: Seq::new(ListRef::Body(node.entry), body[0], elements[i].clone()),
+                    reported_suspended: false,
+                };
+                fe.active.push(fe.started);
+                fe.started += 1;
+                started += 1;
+            }
+        }
+        if started == 0 {
+            break;
+        }
+    }
+    let running = fe.active.iter().any(|&i| {
+        matches!(&fe.items[i as usize], Item::Active { body, .. } if matches!(body.phase, Phase::Running | Phase::New))
+    });
+    if running {
+        node.phase = Phase::Running;
+        return;
+    }
+    let phases: Vec<Phase> = fe
+        .items
+        .iter()
+        .map(|it| match it {
+            Item::Pending => Phase::New,
+            Item::Active { body, .. } => body.phase.clone(),
+            Item::Done(end) => Phase::Done(end.clone()),
+        })
+        .collect();
+    let pending = phases.contains(&Phase::New);
+    let settled = settle_ends(phases.iter().filter(|p| **p != Phase::New), frame, cx);
+    let end = match settled {
+        Settled::Suspended => {
+            node.phase = Phase::Suspended;
+            return;
+        }
+        Settled::AllSucceeded if pending && cx.cancelling => End::Cancelled,
+        Settled::AllSucceeded if pending => {
+            // Cannot happen: free slots start pending items. Stay running rather than lose them.
+            node.phase = Phase::Running;
+            return;
+        }
+        Settled::AllSucceeded => End::Success(Value::Array(
+            fe.items
+                .iter()
+                .map(|it| match it {
+                    Item::Done(End::Success(v)) => v.clone(),
+                    _ => Value::Null,
+                })
+                .collect(),
+        )),
+        Settled::End(end) => end,
+    };
+    let prefix = format!("{}/{}#", frame.scopes[0], entry.path);
+    cx.results.retain(|k, _| !k.starts_with(&prefix));
+    cancel_suspended_in(node, cx);
+    end_node(node, entry, frame, cx, end);
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,197 @@
+//! The execution tree: sequences, nodes and each construct's own state inside a run.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::invocation::Resumption;
+use super::model::{EntryId, FileId};
+use super::records::{ErrorInfo, TripwireInfo};
+use super::time::Millis;
+
+/// A sequence of entries under way: a file's `steps:` or a `do:` list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Seq {
+    /// Which list.
+    pub list: ListRef,
+    /// Where the sequence as a whole stands.
+    pub phase: Phase,
+    /// The index of the current entry.
+    pub pos: u32,
+    /// The current entry.
+    pub current: Box<Node>,
+}
+
+impl Seq {
+    /// A sequence over `list`, starting with its first entry `first`.
+    pub fn new(list: ListRef, first: EntryId, input: Value) -> Self {
+        Seq {
+            list,
+            phase: Phase::Running,
+            pos: 0,
+            current: Box::new(Node::new(first, input)),
+        }
+    }
+}
+
+impl Node {
+    /// An execution of `entry` with `input`, not started.
+    pub fn new(entry: EntryId, input: Value) -> Self {
+        Node {
+            entry,
+            input,
+            phase: Phase::New,
+            kind: NodeKind::Plain,
+        }
+    }
+}
+
+/// Names an entry list of the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ListRef {
+    /// A file's top-level `steps:`.
+    File(FileId),
+    /// A block's `do:` body.
+    Body(EntryId),
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum End {
+    /// With an output.
+    Success(Value),
+    /// With an error.
+    Failed(ErrorInfo),
+    /// With a bail value for its file (S79).
+    Bail(Value),
+    /// With a tripped guardrail (S82).
+    Tripwire(TripwireInfo),
+    /// By a cancel, or by the end of the run around it.
+    Cancelled,
+}
+
+/// Where an execution stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Phase {
+    /// Created, not started.
+    New,
+    /// Something inside runs or waits.
+    Running,
+    /// Waiting for a resume, nothing inside runs.
+    Suspended,
+    /// Ended.
+    Done(End),
+}
+
+/// One execution of an entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// The entry.
+    pub entry: EntryId,
+    /// What it received.
+    pub input: Value,
+    /// Where it stands.
+    pub phase: Phase,
+    /// Its kind's own state.
+    pub kind: NodeKind,
+}
+
+/// The kind-specific state of an execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum NodeKind {
+    /// Nothing of its own yet (before start), or nothing at all (map).
+    Plain,
+    /// A plugin step.
+    Step(StepNode),
+    /// Parallel arms.
+    Parallel(Vec<Node>),
+    /// Branch arms; `None` for arms not taken.
+    Branch(Vec<Option<Node>>),
+    /// Foreach items.
+    Foreach(ForeachNode),
+    /// A loop's current iteration.
+    Loop {
+        /// 1-based.
+        iteration: u32,
+        /// The body of this iteration.
+        body: Seq,
+    },
+    /// A sleep's timer.
+    Sleep {
+        /// The timer.
+        token: u64,
+        /// When it wakes.
+        until: Millis,
+    },
+    /// A nested workflow or a branch arm's list.
+    Nested(Seq),
+}
+
+/// A plugin step's own state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepNode {
+    /// The current attempt (0-based).
+    pub attempt: u32,
+    /// Given to the invocations of a resumed execution (S72).
+    pub resume: Option<Resumption>,
+    /// What it waits for.
+    pub wait: StepWait,
+}
+
+/// What a step waits for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum StepWait {
+    /// An invocation's end; `state` is the state it was given (re-issued as is, S102).
+    Invocation {
+        /// The invocation's token.
+        token: u64,
+        /// The state at the invocation's start.
+        state: Value,
+    },
+    /// A retry wait's end.
+    Retry {
+        /// The timer.
+        token: u64,
+        /// When it wakes.
+        until: Millis,
+    },
+    /// A resume.
+    Resume {
+        /// The suspension's payload.
+        payload: Value,
+        /// The suspension's labels.
+        labels: Vec<String>,
+    },
+    /// Nothing: the step has ended.
+    Nothing,
+}
+
+/// A foreach's items.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForeachNode {
+    /// One per element.
+    pub items: Vec<Item>,
+    /// Items succeeded so far.
+    pub done: u32,
+    /// Items started so far; they start in index order, so these are the first ones.
+    pub started: u32,
+    /// The indexes of the items in progress (running or suspended), ascending.
+    pub active: Vec<u32>,
+    /// An item failed, tripped or bailed: no further item starts (S28, S79).
+    pub stopped: bool,
+}
+
+/// One foreach item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Item {
+    /// Not started.
+    Pending,
+    /// Started: its body, and whether its suspension was reported already.
+    Active {
+        /// The item's body.
+        body: Seq,
+        /// `step-progress` said it is suspended.
+        reported_suspended: bool,
+    },
+    /// Ended.
+    Done(End),
+}

@@ -1,0 +1,77 @@
+//! Creating a run: its first state, its checked input, and the `run-started` event.
+
+use std::collections::BTreeMap;
+
+use indexmap::IndexMap;
+use serde_json::{Value, json};
+
+use super::commands::{Command, EventKind, Tracking};
+use super::model::Graph;
+use super::nodes::{ListRef, Seq};
+use super::schema::Violation;
+use super::state::{FileState, RunState, RunStatus, STATE_FORMAT};
+use super::time::Millis;
+
+/// A new, `pending` run of `graph` (S114). `input` must already have passed
+/// [`check_run_input`]; `at` is the creation time.
+pub fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunState {
+    let root = graph.root();
+    let mut files = BTreeMap::new();
+    files.insert(
+        String::new(),
+        FileState {
+            input: input.clone(),
+            state: root.initial_state.clone(),
+            written: Vec::new(),
+            bailed: None,
+        },
+    );
+    let mut results = BTreeMap::new();
+    results.insert(String::new(), IndexMap::new());
+    RunState {
+        format: STATE_FORMAT,
+        run_id,
+        workflow_id: root.id.clone(),
+        status: RunStatus::Pending,
+        input: input.clone(),
+        created_at: at,
+        updated_at: at,
+        root: Seq::new(ListRef::File(0), root.body[0], input),
+        files,
+        results,
+        records: IndexMap::new(),
+        next_token: 1,
+        cancelling: false,
+        result: None,
+        error: None,
+        tripwire: None,
+        restarted_from: None,
+    }
+}
+
+/// Fills the run input's defaults and checks it against the top-level `input-schema` (S57, S58).
+pub fn check_run_input(graph: &Graph, input: &mut Value) -> Result<(), Vec<Violation>> {
+    match &graph.root().input_schema {
+        Some(schema) => schema.fill_and_check(input),
+        None => Ok(()),
+    }
+}
+
+/// The `run-started` event of `run` (S88).
+pub(crate) fn run_started(run: &RunState) -> Command {
+    let mut data = json!({
+        "workflow_id": run.workflow_id,
+        "input": run.input,
+        "state": run.files.get("").map(|f| f.state.clone()).unwrap_or(Value::Null),
+    });
+    if let Some(from) = &run.restarted_from {
+        data["restarted_from"] = json!(from);
+    }
+    Command::Emit(Tracking {
+        kind: EventKind::RunStarted,
+        path: None,
+        foreach_index: None,
+        iteration: None,
+        data,
+    })
+}

@@ -1,0 +1,141 @@
+//! A run's whole state: its status, file instances, visible results, records and the
+//! execution tree.
+
+use std::collections::BTreeMap;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::nodes::Seq;
+use super::records::{ErrorInfo, RestartedFrom, StepRecord, TripwireInfo, present};
+use super::time::Millis;
+
+/// The format version of [`RunState`]; bumped when its serialized shape changes.
+pub const STATE_FORMAT: u32 = 1;
+
+/// Where a run stands (WORKFLOW-FORMAT.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    /// Stored, not started yet (S114).
+    Pending,
+    /// Something runs or waits.
+    Running,
+    /// Waiting for a resume (S65).
+    Suspended,
+    /// Ended with a result.
+    Success,
+    /// Ended with an error.
+    Failed,
+    /// Ended by a cancel.
+    Cancelled,
+    /// Ended by a guardrail.
+    Tripwire,
+}
+
+impl RunStatus {
+    /// Whether the run has ended.
+    pub fn is_ended(self) -> bool {
+        matches!(
+            self,
+            Self::Success | Self::Failed | Self::Cancelled | Self::Tripwire
+        )
+    }
+
+    /// The status as written in records and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Suspended => "suspended",
+            Self::Success => "success",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Tripwire => "tripwire",
+        }
+    }
+
+    /// Parses a status name.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Running,
+            Self::Suspended,
+            Self::Success,
+            Self::Failed,
+            Self::Cancelled,
+            Self::Tripwire,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The state of one file instance of a run: its input, state and bail flag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileState {
+    /// The file's input (`.init`, `run.init-data`).
+    pub input: Value,
+    /// The file's state.
+    pub state: Value,
+    /// Top-level state keys written by this file's steps (merged into the parent, S43).
+    pub written: Vec<String>,
+    /// The first bail value recorded in this file (S79, S81).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub bailed: Option<Value>,
+}
+
+/// The whole state of a run: what the core needs, and what the run record shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// [`STATE_FORMAT`] when written.
+    pub format: u32,
+    /// The run's id.
+    pub run_id: String,
+    /// The top-level workflow's id.
+    pub workflow_id: String,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// The run input, defaults filled.
+    pub input: Value,
+    /// When the run was created.
+    pub created_at: Millis,
+    /// When the run last changed.
+    pub updated_at: Millis,
+    /// The execution tree: the top-level sequence.
+    pub root: Seq,
+    /// File instances by key (`""` for the top level, else the `workflow:` entry's path).
+    pub files: BTreeMap<String, FileState>,
+    /// Outputs visible to `.steps` and `run.step-result`, by scope key (S8, S9).
+    pub results: BTreeMap<String, IndexMap<String, Value>>,
+    /// Records by path, in the order entries started.
+    pub records: IndexMap<String, StepRecord>,
+    /// The next invocation or timer token.
+    pub next_token: u64,
+    /// A cancel has been accepted.
+    pub cancelling: bool,
+    /// The result, once succeeded.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub result: Option<Value>,
+    /// The error, once failed.
+    pub error: Option<ErrorInfo>,
+    /// The tripwire, once tripped.
+    pub tripwire: Option<TripwireInfo>,
+    /// Set for a re-run.
+    pub restarted_from: Option<RestartedFrom>,
+}
