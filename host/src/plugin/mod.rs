@@ -29,26 +29,40 @@
 // but failures are the cold path and boxing it everywhere would only obscure the code.
 #![allow(clippy::result_large_err)]
 
+mod abort;
 mod bindings;
 mod cache;
 mod config;
+mod describe;
+mod engine;
 mod error;
+mod events;
+mod grants;
 mod host;
+mod http;
 mod io;
+mod limiter;
+mod loaded;
+mod log;
 mod outcome;
-#[allow(clippy::module_inception)]
-mod plugin;
+mod run;
 mod sandbox;
+mod shared;
 mod state;
+mod stdio;
+mod ticker;
+mod variant;
+mod writer;
 
 pub use config::{HostConfig, PoolConfig};
+pub use describe::{PluginExports, StepInfo, ToolCall, ToolInfo};
 pub use error::PluginError;
 pub use host::{PluginHost, PoolUsage};
 pub use io::{
     AbortHandle, DiscardEvents, EventLog, EventSink, GuestEvent, Invocation, LogLevel, NoRun,
     RunAccess,
 };
-pub use plugin::{Plugin, PluginExports, StepInfo, ToolCall, ToolInfo};
+pub use loaded::Plugin;
 pub use sandbox::{
     DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT_MIB, DEFAULT_MEMORY_MIB, DirGrant, DirMode, Grants,
     Limits, Sandbox,

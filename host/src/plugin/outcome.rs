@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::abort::AbortCause;
 use super::bindings::weft::plugin::types;
 use super::error::one_line;
-use super::state::{AbortCause, OutputLimit};
+use super::writer::OutputLimit;
 use crate::engine::invocation::{StepFailure, StepOutcome, Tripwire};
 
 /// The code of a failure the guest returned without one (S110).

@@ -1,0 +1,87 @@
+//! What a host and every plugin it loaded share: the settings, the engines, the epoch ticker,
+//! and compiling a component (or loading it from the disk cache) for an engine.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wasmtime::component::Component;
+
+use super::cache::{self, Miss};
+use super::config::HostConfig;
+use super::engine::{Engines, LinkedEngine};
+use super::error::{PluginError, one_line};
+use super::ticker::Ticker;
+
+/// The state shared by a [`PluginHost`](super::PluginHost) and its plugins.
+pub(crate) struct HostShared {
+    pub(crate) config: HostConfig,
+    pub(crate) engines: Arc<Engines>,
+    compilations: AtomicU64,
+    _ticker: Ticker,
+}
+
+impl HostShared {
+    /// Makes the main engine and starts the epoch ticker.
+    pub(crate) fn new(config: HostConfig) -> Result<Self, PluginError> {
+        let engines = Arc::new(Engines::new(&config)?);
+        let ticker = Ticker::start(engines.clone(), config.epoch_tick)?;
+        Ok(Self {
+            config,
+            engines,
+            compilations: AtomicU64::new(0),
+            _ticker: ticker,
+        })
+    }
+
+    /// How many components were compiled (not loaded from the disk cache).
+    pub(crate) fn compilations(&self) -> u64 {
+        self.compilations.load(Ordering::Relaxed)
+    }
+
+    /// Loads `wasm` for `engine` from the disk cache, or compiles it (and caches it). Blocking.
+    pub(crate) fn component_blocking(
+        &self,
+        engine: &LinkedEngine,
+        digest: &str,
+        wasm: &[u8],
+        origin: &str,
+    ) -> Result<Component, PluginError> {
+        let path = self
+            .config
+            .cache_dir
+            .as_ref()
+            .map(|dir| cache::artifact_path(dir, digest, &engine.fingerprint));
+        if let Some(path) = &path {
+            match cache::read_artifact(&engine.engine, path) {
+                Ok(component) => {
+                    tracing::debug!(%digest, path = %path.display(), "plugin loaded from cache");
+                    return Ok(component);
+                }
+                Err(Miss::Absent) => {}
+                Err(Miss::Unusable(why)) => {
+                    tracing::warn!(path = %path.display(), "cached plugin unusable ({why}); recompiling");
+                }
+            }
+        }
+        let started = std::time::Instant::now();
+        let component = Component::new(&engine.engine, wasm).map_err(|e| PluginError::Compile {
+            origin: origin.to_string(),
+            message: one_line(&e),
+        })?;
+        self.compilations.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(%digest, engine = ?engine.kind, elapsed_ms = started.elapsed().as_millis() as u64, "plugin compiled");
+        if let Some(path) = &path {
+            match component.serialize() {
+                Ok(bytes) => {
+                    if let Err(err) = cache::write_artifact(path, &bytes) {
+                        tracing::warn!(path = %path.display(), "cannot write the plugin cache: {err}");
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!("cannot serialize a compiled plugin: {}", one_line(&err))
+                }
+            }
+        }
+        Ok(component)
+    }
+}
