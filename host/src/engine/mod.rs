@@ -40,6 +40,8 @@ mod visit;
 mod proptests;
 #[cfg(test)]
 mod recovery_tests;
+#[cfg(test)]
+mod sim;
 
 pub use advance::advance;
 pub use commands::{Command, EventKind, Invoke, StepsView, Tracking};
