@@ -495,13 +495,15 @@ impl Runtime {
                 (state, None, (0, 0))
             }
         };
-        for (at, record) in read_records(&**store, run_id, from)? {
-            if let Some(event) = record.log {
-                // A refused event was stored only if it changed nothing; it changes nothing now.
-                let _ = engine::advance(&mut state, &graph, event);
-            }
-            last = Some(at);
+        let records = read_records(&**store, run_id, from)?;
+        if let Some((at, _)) = records.last() {
+            last = Some(*at);
         }
+        engine::fold(
+            &mut state,
+            &graph,
+            records.into_iter().filter_map(|(_, record)| record.log),
+        );
         Ok((state, graph, last))
     }
 

@@ -40,6 +40,8 @@ mod visit;
 mod proptests;
 #[cfg(test)]
 mod recovery_tests;
+#[cfg(test)]
+mod sim;
 
 pub use advance::advance;
 pub use commands::{Command, EventKind, Invoke, StepsView, Tracking};
@@ -49,7 +51,7 @@ pub use nodes::{End, ForeachNode, Item, ListRef, Node, NodeKind, Phase, Seq, Ste
 pub use records::{
     ErrorInfo, ItemRecord, RestartedFrom, StepRecord, StepStatus, SuspendedEntry, TripwireInfo,
 };
-pub use replay::replay;
+pub use replay::{fold, replay};
 pub use resume::suspended;
 pub use start::{check_run_input, new_run};
 pub use state::{FileState, RunState, RunStatus, STATE_FORMAT};

@@ -2,7 +2,8 @@
 //!
 //! For every generated workflow and sequence of outcomes: the run ends or suspends (and ends
 //! once every suspension is resumed), no succeeded step execution is invoked again, the closing
-//! event comes last and once, and folding the event log rebuilds exactly the live state.
+//! event comes last and once, and folding the event log rebuilds exactly the live state, from
+//! the first state or, as the driver recovers, from a snapshot taken anywhere.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -13,7 +14,7 @@ use serde_json::json;
 use super::expr::Expr;
 use super::invocation::{InvocationResult, StepFailure, StepOutcome};
 use super::model::*;
-use super::{Command, Event, EventKind, ResumeRequest, RunStatus, advance, new_run, replay};
+use super::{Command, Event, EventKind, ResumeRequest, RunStatus, advance, fold, new_run, replay};
 
 /// A generated entry shape.
 #[derive(Debug, Clone)]
@@ -266,6 +267,13 @@ proptest! {
         let closing: Vec<&EventKind> = emitted.iter().filter(|k| k.is_closing()).collect();
         prop_assert_eq!(closing.len(), 1);
         prop_assert!(emitted.last().is_some_and(|k| k.is_closing()));
+        // As the driver recovers: a snapshot taken anywhere, then the records after it.
+        let cut = usize::from(bytes[0]) % (log.len() + 1);
+        let snapshot = replay(&g, "r".into(), json!({"n": 0}), 0, log[..cut].to_vec());
+        let stored = serde_json::to_vec(&snapshot).expect("snapshot serializes");
+        let mut recovered: super::RunState = serde_json::from_slice(&stored).expect("snapshot reads back");
+        fold(&mut recovered, &g, log[cut..].to_vec());
+        prop_assert_eq!(&recovered, &run);
         let rebuilt = replay(&g, "r".into(), json!({"n": 0}), 0, log);
         prop_assert_eq!(&rebuilt, &run);
         let stored = serde_json::to_value(&run).expect("state serializes");

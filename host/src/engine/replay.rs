@@ -9,6 +9,15 @@ use super::start::new_run;
 use super::state::RunState;
 use super::time::Millis;
 
+/// Folds stored orchestration events into `run`, in order: the one way a state is rebuilt, by
+/// the driver from a snapshot and the records after it, and by [`replay`] from a fresh run.
+/// A refused event was stored only if it changed nothing; it changes nothing now.
+pub fn fold(run: &mut RunState, graph: &Graph, events: impl IntoIterator<Item = Event>) {
+    for event in events {
+        let _ = advance(run, graph, event);
+    }
+}
+
 /// Replays a stored event log from a fresh run: the state it rebuilds must equal the live one.
 pub fn replay(
     graph: &Graph,
@@ -18,8 +27,55 @@ pub fn replay(
     events: impl IntoIterator<Item = Event>,
 ) -> RunState {
     let mut run = new_run(graph, run_id, input, created_at);
-    for event in events {
-        let _ = advance(&mut run, graph, event);
-    }
+    fold(&mut run, graph, events);
     run
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::sim::{
+        Sim, done, fail, file, foreach, map, parallel, sleep_ms, step, suspend,
+    };
+    use super::super::{RunState, RunStatus};
+    use super::*;
+
+    #[test]
+    fn s100_a_snapshot_anywhere_with_the_records_after_it_folds_to_the_live_state() {
+        let mut sim = Sim::new(
+            file(
+                "w",
+                vec![
+                    parallel(
+                        "p",
+                        vec![step("a").retry(2, 50, 1.0, None), sleep_ms("z", 20)],
+                    ),
+                    map("m", ".input.a"),
+                    foreach("f", 2, vec![step("s")]),
+                ],
+            ),
+            json!([1, 2, 3]),
+        )
+        .on(
+            "p.a",
+            [fail("x"), suspend(json!({}), &[]), done(json!([4, 5]))],
+        )
+        .started();
+        sim.resume(None, None, None, json!({})).expect("resumed");
+        assert_eq!(sim.status(), RunStatus::Success);
+        for cut in 0..=sim.log.len() {
+            let snapshot = replay(
+                &sim.graph,
+                "run".into(),
+                json!([1, 2, 3]),
+                1_000,
+                sim.log[..cut].to_vec(),
+            );
+            let bytes = serde_json::to_vec(&snapshot).expect("serializes");
+            let mut state: RunState = serde_json::from_slice(&bytes).expect("reads back");
+            fold(&mut state, &sim.graph, sim.log[cut..].to_vec());
+            assert_eq!(state, sim.run, "snapshot after {cut} events");
+        }
+    }
 }

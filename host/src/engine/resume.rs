@@ -166,3 +166,184 @@ pub fn suspended(run: &RunState, graph: &Graph) -> Vec<SuspendedEntry> {
         .map(|(_, _, e)| e)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::sim::{Sim, file, foreach, parallel, step, suspend};
+    use super::super::{Refusal, RunStatus};
+
+    /// Three suspended paths: `p.a` (label x), `p.b` (labels x, y) and both items of `p.f.s`.
+    fn suspended_three() -> Sim {
+        Sim::new(
+            file(
+                "w",
+                vec![parallel(
+                    "p",
+                    vec![
+                        step("a"),
+                        step("b").resume_schema(json!({"required": ["ok"]})),
+                        foreach("f", 2, vec![step("s")]),
+                    ],
+                )],
+            ),
+            json!([1, 2]),
+        )
+        .on_call("p.a", |call| match call.resume {
+            None => suspend(json!({"a": 1}), &["x"]),
+            Some(_) => super::super::sim::done(json!("a")),
+        })
+        .on_call("p.b", |call| match call.resume {
+            None => suspend(json!({"b": 1}), &["x", "y"]),
+            Some(_) => super::super::sim::done(json!("b")),
+        })
+        .on_call("p.f.s", |call| match call.resume {
+            None => suspend(json!({}), &[]),
+            Some(_) => super::super::sim::done(call.input.clone()),
+        })
+        .started()
+    }
+
+    /// Resumes with this selection, expects a refusal with `message`, and checks nothing
+    /// changed.
+    fn refused(
+        sim: &mut Sim,
+        step: Option<&str>,
+        label: Option<&str>,
+        index: Option<u32>,
+        message: &str,
+    ) {
+        let before = sim.run.clone();
+        let events = sim.events.len();
+        let err = sim
+            .resume(step, label, index, json!({"ok": true}))
+            .expect_err("refused");
+        assert_eq!(err.to_string(), message);
+        assert_eq!(sim.run, before, "S69: a refusal changes nothing");
+        assert_eq!(sim.events.len(), events);
+    }
+
+    #[test]
+    fn s69_a_run_that_is_not_suspended_is_refused() {
+        let mut sim = Sim::new(file("w", vec![step("a")]), json!({}));
+        refused(
+            &mut sim,
+            None,
+            None,
+            None,
+            "run run is not suspended (status: pending)",
+        );
+        let mut sim = sim.started();
+        refused(
+            &mut sim,
+            None,
+            None,
+            None,
+            "run run is not suspended (status: success)",
+        );
+    }
+
+    #[test]
+    fn s67_step_together_with_label_is_refused() {
+        let mut sim = suspended_three();
+        let err = sim
+            .resume(Some("p.a"), Some("x"), None, json!({}))
+            .expect_err("refused");
+        assert!(matches!(err, Refusal::Other(m) if m.contains("--step and --label")));
+    }
+
+    #[test]
+    fn s68_a_selection_of_several_paths_is_ambiguous_and_lists_them_in_suspended_order() {
+        let mut sim = suspended_three();
+        refused(
+            &mut sim,
+            None,
+            None,
+            None,
+            "ambiguous resume: suspended steps p.a, p.b, p.f.s; pick one with --step or --label",
+        );
+        refused(
+            &mut sim,
+            None,
+            Some("x"),
+            None,
+            "ambiguous resume: suspended steps p.a, p.b; pick one with --step or --label",
+        );
+        refused(
+            &mut sim,
+            Some("p"),
+            None,
+            None,
+            "ambiguous resume: suspended steps p.a, p.b, p.f.s; pick one with --step or --label",
+        );
+    }
+
+    #[test]
+    fn s69_a_step_label_or_item_that_is_not_suspended_is_refused_with_what_is() {
+        let mut sim = suspended_three();
+        refused(
+            &mut sim,
+            Some("p.z"),
+            None,
+            None,
+            "step p.z is not suspended; suspended steps: p.a, p.b, p.f.s",
+        );
+        refused(
+            &mut sim,
+            None,
+            Some("nope"),
+            None,
+            "no suspended step has label nope; suspended steps: p.a, p.b, p.f.s",
+        );
+        refused(
+            &mut sim,
+            Some("p.f.s"),
+            None,
+            Some(5),
+            "item 5 of p.f.s is not suspended; suspended items: 0, 1",
+        );
+        refused(
+            &mut sim,
+            Some("p.a"),
+            None,
+            Some(0),
+            "step p.a is not inside a foreach",
+        );
+    }
+
+    #[test]
+    fn s62_resume_data_breaking_the_resume_schema_is_refused_and_changes_nothing() {
+        let mut sim = suspended_three();
+        let before = sim.run.clone();
+        let err = sim
+            .resume(Some("p.b"), None, None, json!({}))
+            .expect_err("refused");
+        assert!(
+            matches!(&err, Refusal::InvalidData { message, .. } if message.starts_with("step p.b: resume data:"))
+        );
+        assert_eq!(sim.run, before);
+    }
+
+    #[test]
+    fn s67_s68_a_label_prefix_or_item_selects_exactly_what_it_names() {
+        let mut sim = suspended_three();
+        sim.resume(None, Some("y"), None, json!({"ok": 1}))
+            .expect("label y names p.b only");
+        assert_eq!(sim.status(), RunStatus::Suspended);
+        assert_eq!(sim.calls_to("p.b").len(), 2);
+        sim.resume(Some("p.f.s"), None, Some(1), json!({}))
+            .expect("item 1");
+        let items: Vec<_> = sim
+            .calls_to("p.f.s")
+            .iter()
+            .map(|c| c.foreach_index)
+            .collect();
+        assert_eq!(items, [Some(0), Some(1), Some(1)]);
+        sim.resume(Some("p.f"), None, None, json!({}))
+            .expect("a prefix that names one path");
+        sim.resume(Some("p.a"), None, None, json!({}))
+            .expect("the last one");
+        assert_eq!(sim.status(), RunStatus::Success);
+    }
+}

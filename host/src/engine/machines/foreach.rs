@@ -206,3 +206,115 @@ fn json_type(v: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::engine::sim::{Answer, Sim, done, fail, file, foreach, step, suspend};
+    use crate::engine::{EventKind, RunStatus, StepStatus};
+
+    fn items(concurrency: u32) -> crate::engine::sim::FileSpec {
+        file("w", vec![foreach("f", concurrency, vec![step("s")])])
+    }
+
+    fn indexes(sim: &Sim) -> Vec<Option<u32>> {
+        sim.calls_to("f.s")
+            .iter()
+            .map(|c| c.foreach_index)
+            .collect()
+    }
+
+    #[test]
+    fn s26_items_start_in_index_order_and_concurrency_bounds_those_in_progress() {
+        let sim = Sim::new(items(2), json!([10, 11, 12, 13, 14])).started();
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.max_in_flight, 2);
+        assert_eq!(indexes(&sim), [Some(0), Some(1), Some(2), Some(3), Some(4)]);
+        let inputs: Vec<_> = sim
+            .calls_to("f.s")
+            .iter()
+            .map(|c| c.input.clone())
+            .collect();
+        assert_eq!(
+            inputs,
+            [json!(10), json!(11), json!(12), json!(13), json!(14)]
+        );
+    }
+
+    #[test]
+    fn s26_a_suspended_item_holds_its_slot_so_concurrency_one_runs_items_strictly_in_turn() {
+        let mut sim = Sim::new(items(1), json!(["a", "b"]))
+            .on_call("f.s", |call| match (call.foreach_index, &call.resume) {
+                (Some(0), None) => suspend(json!({}), &[]),
+                _ => done(call.input.clone()),
+            })
+            .started();
+        assert_eq!(sim.status(), RunStatus::Suspended);
+        assert_eq!(indexes(&sim), [Some(0)], "item 1 waits for item 0's slot");
+        sim.resume(Some("f.s"), None, Some(0), json!({}))
+            .expect("resumed");
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(indexes(&sim), [Some(0), Some(0), Some(1)]);
+    }
+
+    #[test]
+    fn s27_element_i_of_the_output_is_item_is_output_whatever_order_items_finish_in() {
+        let mut sim = Sim::new(items(3), json!([1, 2, 3]))
+            .on_call("f.s", |call| match call.foreach_index {
+                Some(0) => Answer::Hold,
+                _ => done(json!(call.input.as_i64().unwrap_or_default() * 10)),
+            })
+            .started();
+        assert_eq!(sim.in_flight(), ["f.s"]);
+        sim.answer("f.s", Some(0), done(json!(10)));
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.record("f").output, Some(json!([10, 20, 30])));
+        let progress: Vec<_> = sim
+            .events
+            .iter()
+            .filter(|t| t.kind == EventKind::StepProgress)
+            .map(|t| t.data["index"].clone())
+            .collect();
+        assert_eq!(progress, [json!(1), json!(2), json!(0)]);
+    }
+
+    #[test]
+    fn s28_a_failed_item_stops_further_items_those_in_progress_end_and_the_lowest_index_wins() {
+        let mut sim = Sim::new(items(2), json!([0, 1, 2, 3]))
+            .on_call("f.s", |call| match call.foreach_index {
+                Some(0) => Answer::Hold,
+                _ => fail("one"),
+            })
+            .started();
+        assert_eq!(sim.status(), RunStatus::Running, "item 0 runs to its end");
+        sim.answer("f.s", Some(0), fail("zero"));
+        assert_eq!(sim.status(), RunStatus::Failed);
+        assert_eq!(indexes(&sim), [Some(0), Some(1)], "no further item starts");
+        let error = sim.run.error.as_ref().expect("an error");
+        assert_eq!(
+            (error.code.as_str(), error.foreach_index),
+            ("zero", Some(0))
+        );
+        let rec = sim.record("f.s");
+        let statuses: Vec<_> = rec
+            .items
+            .iter()
+            .flatten()
+            .map(|i| (i.index, i.status))
+            .collect();
+        assert_eq!(statuses, [(0, StepStatus::Failed), (1, StepStatus::Failed)]);
+    }
+
+    #[test]
+    fn s25_an_input_that_is_not_an_array_fails_and_an_empty_one_succeeds_with_no_items() {
+        let sim = Sim::new(items(1), json!({"not": "array"})).started();
+        assert_eq!(
+            sim.run.error.as_ref().map(|e| e.code.as_str()),
+            Some("not-an-array")
+        );
+        let sim = Sim::new(items(1), json!([])).started();
+        assert_eq!(sim.run.result, Some(json!([])));
+        assert!(sim.calls.is_empty());
+    }
+}

@@ -111,3 +111,46 @@ pub(crate) fn drive_loop(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::engine::sim::{Sim, do_until, done, file, step};
+    use crate::engine::{RunStatus, StepStatus};
+
+    #[test]
+    fn s32_each_iteration_takes_the_previous_output_until_the_test_holds() {
+        let sim = Sim::new(
+            file(
+                "w",
+                vec![do_until("l", ".output.n >= 3", None, vec![step("s")])],
+            ),
+            json!({"n": 0}),
+        )
+        .on_call("l.s", |call| {
+            done(json!({"n": call.input["n"].as_i64().unwrap_or_default() + 1}))
+        })
+        .started();
+        assert_eq!(sim.status(), RunStatus::Success);
+        let iterations: Vec<_> = sim.calls_to("l.s").iter().map(|c| c.iteration).collect();
+        assert_eq!(iterations, [Some(1), Some(2), Some(3)]);
+        assert_eq!(sim.run.result, Some(json!({"n": 3})));
+    }
+
+    #[test]
+    fn s34_a_loop_that_wants_iteration_n_plus_one_fails_with_max_iterations_and_never_starts_it() {
+        let sim = Sim::new(
+            file("w", vec![do_until("l", "false", Some(3), vec![step("s")])]),
+            json!({}),
+        )
+        .started();
+        assert_eq!(sim.status(), RunStatus::Failed);
+        assert_eq!(sim.calls_to("l.s").len(), 3);
+        let rec = sim.record("l");
+        assert_eq!(rec.status, StepStatus::Failed);
+        let error = rec.error.as_ref().expect("an error");
+        assert_eq!(error.code, "max-iterations");
+        assert_eq!(error.iteration, Some(3));
+    }
+}

@@ -27,3 +27,45 @@ pub(crate) fn drive_map(
     };
     end_node(node, entry, frame, cx, end);
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::engine::sim::{Sim, file, map, step};
+    use crate::engine::{EventKind, RunStatus, StepStatus};
+
+    #[test]
+    fn s40_a_map_outputs_its_one_value_and_is_recorded_and_evented_like_a_step() {
+        let sim = Sim::new(
+            file(
+                "w",
+                vec![step("a"), map("m", "{x: .input.n, s: .steps.a.n}")],
+            ),
+            json!({"n": 2}),
+        )
+        .started();
+        assert_eq!(sim.run.result, Some(json!({"x": 2, "s": 2})));
+        assert_eq!(sim.record("m").status, StepStatus::Success);
+        assert_eq!(
+            sim.kinds_of("m"),
+            [EventKind::StepStarted, EventKind::StepSucceeded]
+        );
+    }
+
+    #[test]
+    fn s40_an_error_no_value_or_several_values_fail_with_expression_error() {
+        for expr in [".input | error", "empty", "1, 2"] {
+            let sim = Sim::new(file("w", vec![map("m", expr), step("after")]), json!({})).started();
+            assert_eq!(sim.status(), RunStatus::Failed, "{expr}");
+            let rec = sim.record("m");
+            assert_eq!(rec.status, StepStatus::Failed);
+            assert_eq!(
+                rec.error.as_ref().map(|e| e.code.as_str()),
+                Some("expression-error"),
+                "{expr}"
+            );
+            assert!(sim.calls_to("after").is_empty());
+        }
+    }
+}

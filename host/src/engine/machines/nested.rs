@@ -119,3 +119,143 @@ pub(crate) fn drive_nested(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::engine::sim::{Sim, done, fail, file, step, suspend, workflow};
+    use crate::engine::{RunStatus, StepStatus};
+
+    #[test]
+    fn s41_a_nested_file_is_one_entry_whose_inner_records_sit_under_its_path() {
+        let sim = Sim::new(
+            file(
+                "w",
+                vec![
+                    workflow("outer", file("child", vec![step("a"), step("b")])),
+                    step("z"),
+                ],
+            ),
+            json!({"n": 1}),
+        )
+        .on("outer.b", [done(json!("inner result"))])
+        .started();
+        assert_eq!(sim.status(), RunStatus::Success);
+        let a = sim.calls_to("outer.a");
+        assert_eq!(
+            (a[0].workflow_id.as_str(), &a[0].input),
+            ("child", &json!({"n": 1}))
+        );
+        assert_eq!(sim.record("outer").output, Some(json!("inner result")));
+        assert_eq!(sim.record("outer.a").status, StepStatus::Success);
+        assert_eq!(sim.calls_to("z")[0].input, json!("inner result"));
+    }
+
+    #[test]
+    fn s41_an_input_breaking_the_nested_input_schema_fails_the_entry_with_invalid_input() {
+        let sim = Sim::new(
+            file(
+                "w",
+                vec![workflow(
+                    "outer",
+                    file("child", vec![step("a")]).input_schema(json!({"required": ["id"]})),
+                )],
+            ),
+            json!({}),
+        )
+        .started();
+        assert_eq!(sim.status(), RunStatus::Failed);
+        let error = sim.record("outer").error.clone().expect("an error");
+        assert_eq!(
+            (error.code.as_str(), error.step.as_str()),
+            ("invalid-input", "outer")
+        );
+        assert!(sim.calls_to("outer.a").is_empty());
+    }
+
+    #[test]
+    fn s43_nested_state_starts_from_its_initial_state_under_the_parents_and_written_keys_merge_back()
+     {
+        let sim = Sim::new(
+            file(
+                "w",
+                vec![
+                    step("p"),
+                    workflow(
+                        "outer",
+                        file("child", vec![step("a")]).initial_state(json!({"x": 0, "y": 5})),
+                    ),
+                    step("z"),
+                ],
+            ),
+            json!({}),
+        )
+        .on("p", [done(json!(1)).patch(json!({"x": 1}))])
+        .on("outer.a", [done(json!(2)).patch(json!({"y": 6, "k": 1}))])
+        .started();
+        assert_eq!(sim.calls_to("outer.a")[0].state, json!({"x": 1, "y": 5}));
+        assert_eq!(sim.calls_to("z")[0].state, json!({"x": 1, "y": 6, "k": 1}));
+    }
+
+    #[test]
+    fn s43_s44_an_inner_failure_drops_the_nested_patches_and_fails_the_entry_with_the_same_error() {
+        let sim = Sim::new(
+            file(
+                "w",
+                vec![workflow("outer", file("child", vec![step("a"), step("b")]))],
+            ),
+            json!({}),
+        )
+        .on("outer.a", [done(json!(1)).patch(json!({"k": 1}))])
+        .on("outer.b", [fail("inner")])
+        .started();
+        assert_eq!(sim.status(), RunStatus::Failed);
+        let error = sim.record("outer").error.clone().expect("an error");
+        assert_eq!(
+            (error.code.as_str(), error.step.as_str()),
+            ("inner", "outer.b")
+        );
+        assert_eq!(sim.run.error, Some(error));
+        assert_eq!(sim.run.files[""].state, json!({}));
+        assert_eq!(
+            sim.calls_to("outer.b").len(),
+            1,
+            "S44: never retried as a whole"
+        );
+    }
+
+    #[test]
+    fn s45_an_inner_suspension_at_any_depth_is_listed_by_full_path_resumed_by_prefix_and_continues()
+    {
+        let mut sim = Sim::new(
+            file(
+                "w",
+                vec![workflow(
+                    "outer",
+                    file(
+                        "mid",
+                        vec![workflow(
+                            "inner",
+                            file("leaf", vec![step("a"), step("s"), step("e")]),
+                        )],
+                    ),
+                )],
+            ),
+            json!({}),
+        )
+        .on("outer.inner.s", [suspend(json!({"q": 1}), &["deep"])])
+        .started();
+        assert_eq!(sim.status(), RunStatus::Suspended);
+        let listed: Vec<_> = crate::engine::suspended(&sim.run, &sim.graph)
+            .into_iter()
+            .map(|s| s.path)
+            .collect();
+        assert_eq!(listed, ["outer.inner.s"]);
+        sim.resume(Some("outer"), None, None, json!({"go": 1}))
+            .expect("resumed by prefix");
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.calls_to("outer.inner.a").len(), 1, "never again");
+        assert_eq!(sim.calls_to("outer.inner.e").len(), 1);
+    }
+}

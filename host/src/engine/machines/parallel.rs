@@ -30,3 +30,102 @@ pub(crate) fn drive_parallel(
     }
     finish_arms(node, entry, frame, cx);
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::engine::sim::{Answer, Sim, bail, done, fail, file, parallel, step, suspend, trip};
+    use crate::engine::{EventKind, RunStatus, StepStatus};
+
+    fn two_arms() -> crate::engine::sim::FileSpec {
+        file(
+            "w",
+            vec![parallel("p", vec![step("a"), step("b")]), step("next")],
+        )
+    }
+
+    #[test]
+    fn s18_arms_run_at_once_and_the_output_holds_each_arms_output_by_id() {
+        let sim = Sim::new(two_arms(), json!({"n": 1}))
+            .on("p.a", [done(json!("A"))])
+            .on("p.b", [done(json!("B"))])
+            .started();
+        assert_eq!(sim.max_in_flight, 2);
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.record("p").output, Some(json!({"a": "A", "b": "B"})));
+        assert_eq!(sim.calls_to("next")[0].input, json!({"a": "A", "b": "B"}));
+    }
+
+    #[test]
+    fn s19_the_first_failed_arm_in_declaration_order_wins_whatever_ends_first() {
+        let mut sim = Sim::new(two_arms(), json!({}))
+            .on("p.a", [Answer::Hold])
+            .on("p.b", [fail("second")])
+            .started();
+        assert_eq!(sim.record("p.b").status, StepStatus::Failed);
+        assert_eq!(
+            sim.status(),
+            RunStatus::Running,
+            "arms never stop one another"
+        );
+        sim.answer("p.a", None, fail("first"));
+        assert_eq!(sim.status(), RunStatus::Failed);
+        let error = sim.run.error.as_ref().expect("an error");
+        assert_eq!((error.step.as_str(), error.code.as_str()), ("p.a", "first"));
+        assert!(sim.calls_to("next").is_empty());
+    }
+
+    #[test]
+    fn s19_a_tripwire_beats_a_failure() {
+        let sim = Sim::new(two_arms(), json!({}))
+            .on("p.a", [fail("boom")])
+            .on("p.b", [trip("guard")])
+            .started();
+        assert_eq!(sim.status(), RunStatus::Tripwire);
+    }
+
+    #[test]
+    fn s19_s74_a_failure_beats_a_suspension_and_the_suspended_arm_is_cancelled() {
+        let sim = Sim::new(two_arms(), json!({}))
+            .on("p.a", [suspend(json!({}), &[])])
+            .on("p.b", [fail("boom")])
+            .started();
+        assert_eq!(sim.status(), RunStatus::Failed);
+        assert_eq!(sim.record("p.a").status, StepStatus::Cancelled);
+        assert_eq!(sim.record("p").status, StepStatus::Failed);
+    }
+
+    #[test]
+    fn s19_s79_a_bail_beats_a_suspension_and_ends_the_file_with_its_value() {
+        let sim = Sim::new(two_arms(), json!({}))
+            .on("p.a", [suspend(json!({}), &[])])
+            .on("p.b", [bail(json!("out"))])
+            .started();
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.run.result, Some(json!("out")));
+        assert_eq!(sim.record("p.a").status, StepStatus::Cancelled);
+        assert!(sim.calls_to("next").is_empty());
+    }
+
+    #[test]
+    fn s20_a_suspended_parallel_keeps_its_succeeded_arms_and_succeeds_once_resumed() {
+        let mut sim = Sim::new(two_arms(), json!({}))
+            .on("p.a", [done(json!("A"))])
+            .on("p.b", [suspend(json!({}), &[]), done(json!("B"))])
+            .started();
+        assert_eq!(sim.status(), RunStatus::Suspended);
+        assert!(
+            !sim.kinds_of("p").contains(&EventKind::StepSucceeded),
+            "S90: a block emits nothing when it suspends"
+        );
+        sim.resume(None, None, None, json!({})).expect("resumed");
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(
+            sim.calls_to("p.a").len(),
+            1,
+            "a succeeded arm never runs again"
+        );
+        assert_eq!(sim.record("p").output, Some(json!({"a": "A", "b": "B"})));
+    }
+}

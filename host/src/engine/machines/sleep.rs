@@ -85,3 +85,78 @@ pub(crate) fn drive_sleep(
         cx.cmds.push(Command::Timer { token, at: until });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::engine::sim::{Sim, file, sleep_ms, sleep_until, step};
+    use crate::engine::{EventKind, RunStatus, StepStatus, rfc3339};
+
+    #[test]
+    fn s37_s38_a_sleep_waits_its_milliseconds_as_waiting_and_outputs_its_input() {
+        let mut sim = Sim::new(file("w", vec![sleep_ms("z", 250), step("after")]), json!(7));
+        sim.feed(crate::engine::Event::Start { at: sim.now })
+            .expect("started");
+        assert_eq!(sim.record("z").status, StepStatus::Waiting);
+        let waiting = sim
+            .events
+            .iter()
+            .find(|t| t.kind == EventKind::StepWaiting)
+            .expect("step-waiting");
+        assert_eq!(waiting.data["until"], json!(rfc3339(1_250)));
+        sim.settle();
+        assert_eq!(sim.timers_set.len(), 1);
+        assert_eq!(sim.timers_set[0].1, 1_250);
+        assert_eq!(sim.calls_to("after")[0].input, json!(7));
+        assert_eq!(sim.status(), RunStatus::Success);
+    }
+
+    #[test]
+    fn s37_a_sleep_until_waits_for_the_absolute_instant_and_not_at_all_once_it_passed() {
+        let until = rfc3339(60_000);
+        let sim = Sim::new(
+            file("w", vec![sleep_until("z", ".input.at")]),
+            json!({"at": until}),
+        )
+        .started();
+        assert_eq!(
+            sim.timers_set.iter().map(|t| t.1).collect::<Vec<_>>(),
+            [60_000]
+        );
+        assert_eq!(sim.now, 60_000);
+        let past = rfc3339(10);
+        let sim = Sim::new(
+            file("w", vec![sleep_until("z", ".input.at")]),
+            json!({"at": past}),
+        )
+        .started();
+        assert!(sim.timers_set.is_empty());
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.record("z").status, StepStatus::Success);
+    }
+
+    #[test]
+    fn s38_the_wake_instant_survives_a_restart_and_an_overdue_sleep_ends_at_recovery() {
+        let mut sim = Sim::new(file("w", vec![sleep_ms("z", 500)]), json!({}));
+        sim.feed(crate::engine::Event::Start { at: sim.now })
+            .expect("started");
+        sim.set_clock(9_000);
+        sim.crash_and_recover();
+        assert_eq!(
+            sim.timers_set.iter().map(|t| t.1).collect::<Vec<_>>(),
+            [1_500, 1_500]
+        );
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.now, 9_000, "overdue: fired at once");
+    }
+
+    #[test]
+    fn s37_an_until_that_is_not_an_instant_fails_with_expression_error() {
+        let sim = Sim::new(file("w", vec![sleep_until("z", "3")]), json!({})).started();
+        assert_eq!(
+            sim.record("z").error.as_ref().map(|e| e.code.as_str()),
+            Some("expression-error")
+        );
+    }
+}

@@ -375,3 +375,163 @@ fn fail_attempt(
     step.wait = StepWait::Nothing;
     end_node(node, entry, frame, cx, End::Failed(error));
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::engine::sim::{Sim, bail, done, fail, fail_final, file, step, suspend, trip};
+    use crate::engine::{EventKind, RunStatus, StepStatus};
+
+    #[test]
+    fn s51_s53_a_failing_step_is_invoked_attempts_times_with_attempts_counted_from_zero() {
+        let sim = Sim::new(file("w", vec![step("a").retry(3, 0, 1.0, None)]), json!({}))
+            .on("a", [fail("boom"), fail("boom"), fail("boom")])
+            .started();
+        let attempts: Vec<u32> = sim.calls_to("a").iter().map(|c| c.attempt).collect();
+        assert_eq!(attempts, [0, 1, 2]);
+        assert_eq!(sim.status(), RunStatus::Failed);
+        let rec = sim.record("a");
+        assert_eq!(rec.status, StepStatus::Failed);
+        assert_eq!(rec.attempts, Some(3));
+        assert_eq!(rec.error.as_ref().map(|e| e.code.as_str()), Some("boom"));
+        assert_eq!(
+            sim.kinds_of("a"),
+            [
+                EventKind::StepStarted,
+                EventKind::StepRetrying,
+                EventKind::StepRetrying,
+                EventKind::StepFailed
+            ]
+        );
+    }
+
+    #[test]
+    fn s51_a_failure_that_is_not_retryable_is_never_retried() {
+        let sim = Sim::new(file("w", vec![step("a").retry(5, 0, 1.0, None)]), json!({}))
+            .on("a", [fail_final("nope")])
+            .started();
+        assert_eq!(sim.calls_to("a").len(), 1);
+        assert_eq!(sim.status(), RunStatus::Failed);
+    }
+
+    #[test]
+    fn s52_retry_waits_grow_by_backoff_are_capped_and_none_comes_before_the_first_attempt() {
+        let sim = Sim::new(
+            file("w", vec![step("a").retry(5, 100, 2.0, Some(300))]),
+            json!({}),
+        )
+        .on(
+            "a",
+            [fail("x"), fail("x"), fail("x"), fail("x"), done(json!(1))],
+        )
+        .started();
+        assert_eq!(sim.timer_waits, [100, 200, 300, 300]);
+        let calls = sim.calls_to("a");
+        assert_eq!(calls.len(), 5);
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.run.result, Some(json!(1)));
+        // The retry waits are virtual: the clock moved by exactly their sum.
+        assert_eq!(sim.now, 1_000 + 100 + 200 + 300 + 300);
+    }
+
+    #[test]
+    fn s53_a_resumed_step_starts_again_at_attempt_zero_with_a_full_budget() {
+        let mut sim = Sim::new(file("w", vec![step("a").retry(2, 0, 1.0, None)]), json!({}))
+            .on(
+                "a",
+                [
+                    fail("x"),
+                    suspend(json!({"ask": 1}), &[]),
+                    fail("x"),
+                    done(json!("ok")),
+                ],
+            )
+            .started();
+        assert_eq!(sim.status(), RunStatus::Suspended);
+        assert_eq!(sim.record("a").attempts, Some(2));
+        sim.resume(None, None, None, json!({"yes": true}))
+            .expect("resumed");
+        assert_eq!(sim.status(), RunStatus::Success);
+        let calls = sim.calls_to("a");
+        let attempts: Vec<u32> = calls.iter().map(|c| c.attempt).collect();
+        assert_eq!(attempts, [0, 1, 0, 1]);
+        let resume = calls[3]
+            .resume
+            .as_ref()
+            .expect("the resumed call carries its resume");
+        assert_eq!(resume.data, json!({"yes": true}));
+        assert_eq!(resume.suspend_payload, json!({"ask": 1}));
+        assert_eq!(sim.record("a").attempts, Some(2));
+    }
+
+    #[test]
+    fn s16_s47_patches_apply_with_the_outcome_and_the_next_step_sees_them() {
+        let sim = Sim::new(file("w", vec![step("a"), step("b")]), json!({}))
+            .on(
+                "a",
+                [done(json!(1)).patch(json!({"x": 1})).patch(json!({"y": 2}))],
+            )
+            .started();
+        assert_eq!(sim.calls_to("b")[0].state, json!({"x": 1, "y": 2}));
+        assert_eq!(sim.run.files[""].state, json!({"x": 1, "y": 2}));
+    }
+
+    #[test]
+    fn s48_a_patch_that_is_not_an_object_fails_the_attempt_and_nothing_of_it_applies() {
+        let sim = Sim::new(file("w", vec![step("a")]), json!({}))
+            .on("a", [done(json!(1)).patch(json!({"x": 1})).patch(json!(3))])
+            .started();
+        assert_eq!(sim.status(), RunStatus::Failed);
+        assert_eq!(
+            sim.record("a").error.as_ref().map(|e| e.code.as_str()),
+            Some("invalid-state-patch")
+        );
+        assert_eq!(sim.run.files[""].state, json!({}));
+    }
+
+    #[test]
+    fn s79_a_bail_ends_the_file_with_its_value_and_later_entries_never_start() {
+        let sim = Sim::new(file("w", vec![step("a"), step("b")]), json!({}))
+            .on("a", [bail(json!({"early": true}))])
+            .started();
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.run.result, Some(json!({"early": true})));
+        assert_eq!(sim.record("a").bail, Some(true));
+        assert!(sim.calls_to("b").is_empty());
+    }
+
+    #[test]
+    fn s82_a_tripwire_is_never_retried_and_ends_the_run_tripwire() {
+        let sim = Sim::new(file("w", vec![step("a").retry(3, 0, 1.0, None)]), json!({}))
+            .on("a", [trip("unsafe")])
+            .started();
+        assert_eq!(sim.calls_to("a").len(), 1);
+        assert_eq!(sim.status(), RunStatus::Tripwire);
+        assert_eq!(
+            sim.run.tripwire.as_ref().map(|t| t.reason.as_str()),
+            Some("unsafe")
+        );
+    }
+
+    #[test]
+    fn s65_a_suspension_is_recorded_and_evented_and_suspends_the_run() {
+        let sim = Sim::new(file("w", vec![step("a")]), json!({}))
+            .on("a", [suspend(json!({"q": 1}), &["boss"])])
+            .started();
+        assert_eq!(sim.status(), RunStatus::Suspended);
+        let rec = sim.record("a");
+        assert_eq!(rec.status, StepStatus::Suspended);
+        assert_eq!(rec.suspend_payload, Some(json!({"q": 1})));
+        assert_eq!(rec.labels, Some(vec!["boss".to_owned()]));
+        assert_eq!(
+            sim.kinds(),
+            [
+                EventKind::RunStarted,
+                EventKind::StepStarted,
+                EventKind::StepSuspended,
+                EventKind::RunSuspended
+            ]
+        );
+    }
+}
