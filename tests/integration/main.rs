@@ -7,6 +7,7 @@ mod common;
 mod durability;
 mod hostile;
 mod plugin;
+mod plugin_host;
 mod rerun;
 mod rules;
 mod sequence;
