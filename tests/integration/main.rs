@@ -9,6 +9,7 @@ mod contract;
 mod durability;
 mod hostile;
 mod plugin;
+mod plugin_host;
 mod rerun;
 mod rules;
 mod sequence;

@@ -36,27 +36,41 @@ struct EmitState {
     panic: PanicSniffer,
 }
 
-/// Spots Rust's panic report on stderr, to name the panic in a trap's message.
+/// A Rust panic report the guest printed on stderr: the reason goes into the failure's message,
+/// the location only into the host's diagnostic log (S84).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PanicReport {
+    /// The panic's message (its first line), once the line after the header was seen.
+    pub(crate) message: Option<String>,
+    /// `file:line:column` from the header line.
+    pub(crate) location: Option<String>,
+}
+
+/// Spots Rust's panic report on stderr.
 #[derive(Debug, Default)]
 struct PanicSniffer {
-    location: Option<String>,
-    message: Option<String>,
+    report: Option<PanicReport>,
 }
 
 impl PanicSniffer {
     fn line(&mut self, line: &str) {
-        if self.message.is_some() {
-            return;
-        }
-        if let Some(location) = &self.location {
-            self.message = Some(format!("{} (at {location})", line.trim()));
-            return;
-        }
-        // `thread '<unnamed>' (1) panicked at src/lib.rs:7:5:`, the message on the next line.
-        if line.starts_with("thread '")
-            && let Some((_, rest)) = line.split_once(" panicked at ")
-        {
-            self.location = Some(rest.trim().trim_end_matches(':').to_string());
+        match &mut self.report {
+            Some(report) if report.message.is_none() => {
+                report.message = Some(line.trim().to_string());
+            }
+            Some(_) => {}
+            None => {
+                // `thread '<unnamed>' (1) panicked at src/lib.rs:7:5:`, the message on the next
+                // line.
+                if line.starts_with("thread '")
+                    && let Some((_, rest)) = line.split_once(" panicked at ")
+                {
+                    self.report = Some(PanicReport {
+                        message: None,
+                        location: Some(rest.trim().trim_end_matches(':').to_string()),
+                    });
+                }
+            }
         }
     }
 }
@@ -84,16 +98,9 @@ impl Emitter {
         lock(&self.state).limit_hit.clone()
     }
 
-    /// `panicked at LOCATION` and the message, when the guest printed a Rust panic report.
-    pub(crate) fn panic_message(&self) -> Option<String> {
-        let state = lock(&self.state);
-        state.panic.message.clone().or_else(|| {
-            state
-                .panic
-                .location
-                .as_ref()
-                .map(|loc| format!("(at {loc})"))
-        })
+    /// The panic report the guest printed on stderr, if any.
+    pub(crate) fn panic_report(&self) -> Option<PanicReport> {
+        lock(&self.state).panic.report.clone()
     }
 
     /// Counts one event from a host import of `size` bytes; `Err` with the message when a limit
@@ -348,8 +355,11 @@ mod tests {
             b"\nthread '<unnamed>' (1) panicked at src/lib.rs:71:24:\nboom goes the plugin\nnote: run with `RUST_BACKTRACE=1`\n",
         );
         assert_eq!(
-            out.panic_message().as_deref(),
-            Some("boom goes the plugin (at src/lib.rs:71:24)")
+            out.panic_report(),
+            Some(PanicReport {
+                message: Some("boom goes the plugin".into()),
+                location: Some("src/lib.rs:71:24".into()),
+            })
         );
     }
 }

@@ -15,7 +15,8 @@ use super::describe::{
     PluginExports, StepInfo, ToolCall, ToolInfo, TraceEvents, parse_description,
 };
 use super::engine::EngineKind;
-use super::error::PluginError;
+use super::error::{PluginError, one_line};
+use super::events::PanicReport;
 use super::io::{Invocation, NoRun};
 use super::outcome::{Ended, Observed, Subject, bad_patch_failure, guest_failure};
 use super::sandbox::Sandbox;
@@ -184,15 +185,13 @@ impl Plugin {
                 )),
                 Err(Ended::Setup(failure)) => Err(*failure),
                 Err(Ended::Stopped) => Err(subject.aborted(AbortCause::Timeout, true)),
-                Err(Ended::Error(err)) => {
-                    tracing::debug!(plugin = %self.origin, %step, "guest error: {err:?}");
-                    Err(subject.error(
-                        &err,
-                        output_limit.as_deref(),
-                        memory_denied,
-                        panic.as_deref(),
-                    ))
-                }
+                Err(Ended::Error(err)) => Err(self.guest_error(
+                    &subject,
+                    &err,
+                    output_limit.as_deref(),
+                    memory_denied,
+                    panic.as_ref(),
+                )),
             }
         };
         let patches = if outcome.is_ok() { patches } else { Vec::new() };
@@ -235,15 +234,13 @@ impl Plugin {
             )),
             Err(Ended::Setup(failure)) => Err(*failure),
             Err(Ended::Stopped) => Err(subject.aborted(AbortCause::Timeout, true)),
-            Err(Ended::Error(err)) => {
-                tracing::debug!(plugin = %self.origin, %tool, "guest error: {err:?}");
-                Err(subject.error(
-                    &err,
-                    observed.output_limit.as_deref(),
-                    observed.memory_denied,
-                    observed.panic.as_deref(),
-                ))
-            }
+            Err(Ended::Error(err)) => Err(self.guest_error(
+                &subject,
+                &err,
+                observed.output_limit.as_deref(),
+                observed.memory_denied,
+                observed.panic.as_ref(),
+            )),
         }
     }
 
@@ -286,6 +283,32 @@ impl Plugin {
             },
         }
     }
+
+    /// The failure of an error out of wasmtime. Records and events get its one-line reason
+    /// (S84); the panic's location, the trap and the whole error chain with the guest's
+    /// backtrace go to the host's log only.
+    fn guest_error(
+        &self,
+        subject: &Subject<'_>,
+        err: &wasmtime::Error,
+        output_limit: Option<&str>,
+        memory_denied: bool,
+        panic: Option<&PanicReport>,
+    ) -> StepFailure {
+        if let Some(report) = panic {
+            tracing::warn!(
+                plugin = %self.origin,
+                call = subject.what,
+                location = report.location.as_deref().unwrap_or("unknown"),
+                trap = %one_line(err),
+                "guest panicked: {}",
+                report.message.as_deref().unwrap_or("")
+            );
+        }
+        tracing::debug!(plugin = %self.origin, call = subject.what, "guest error: {err:?}");
+        subject.error(err, output_limit, memory_denied, panic)
+    }
+
     /// Calls `describe` of each exported interface in one fresh instance, nothing granted.
     async fn describe(&self) -> Result<(Vec<StepInfo>, Vec<ToolInfo>), PluginError> {
         let sink = Arc::new(TraceEvents {
@@ -310,11 +333,12 @@ impl Plugin {
             Err(Ended::Setup(f)) => return Err(failed(f.message.clone())),
             Err(Ended::Stopped) => return Err(failed("stopped".into())),
             Err(Ended::Error(err)) => {
-                let f = subject.error(
+                let f = self.guest_error(
+                    &subject,
                     &err,
                     observed.output_limit.as_deref(),
                     observed.memory_denied,
-                    observed.panic.as_deref(),
+                    observed.panic.as_ref(),
                 );
                 return Err(failed(format!("{} ({})", f.message, f.code)));
             }

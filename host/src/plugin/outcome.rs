@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::abort::AbortCause;
 use super::bindings::weft::plugin::types;
 use super::error::one_line;
+use super::events::PanicReport;
 use super::writer::OutputLimit;
 use crate::engine::invocation::{StepFailure, StepOutcome, Tripwire};
 
@@ -35,7 +36,7 @@ pub(crate) struct Observed<R> {
     /// The output limit a host import hit.
     pub(crate) output_limit: Option<String>,
     /// The panic report the guest printed on stderr.
-    pub(crate) panic: Option<String>,
+    pub(crate) panic: Option<PanicReport>,
     /// The first invalid `set-state` patch.
     pub(crate) bad_patch: Option<String>,
     /// The valid patches, in call order.
@@ -95,7 +96,7 @@ impl Subject<'_> {
         err: &wasmtime::Error,
         observed_limit: Option<&str>,
         memory_denied: bool,
-        panic: Option<&str>,
+        panic: Option<&PanicReport>,
     ) -> StepFailure {
         if let Some(limit) = err.downcast_ref::<OutputLimit>() {
             return StepFailure::new("output-limit", limit.0.clone());
@@ -135,13 +136,15 @@ impl Subject<'_> {
             // cause was decided elsewhere, so call it a timeout.
             return self.aborted(AbortCause::Timeout, true);
         }
-        let reason = match trap {
-            Some(trap) => trap.to_string(),
-            None => one_line(err),
-        };
-        let message = match panic {
-            Some(panic) => format!("plugin panicked: {panic} ({reason})"),
-            None => reason,
+        // S84: a panic's message is its reason alone; where it happened and the trap it caused
+        // go to the host's log (see `Plugin::log_guest_error`).
+        let message = match panic.and_then(|p| p.message.as_deref()) {
+            Some(reason) if !reason.is_empty() => format!("plugin panicked: {reason}"),
+            _ if panic.is_some() => "plugin panicked".to_string(),
+            _ => match trap {
+                Some(trap) => trap.to_string(),
+                None => one_line(err),
+            },
         };
         StepFailure::new("trap", single_line(&message))
     }
@@ -349,10 +352,21 @@ mod tests {
             f.message,
             "wasm trap: wasm `unreachable` instruction executed"
         );
-        let f = s.error(&trap, None, false, Some("boom (at src/lib.rs:1:2)"));
+        let panic = PanicReport {
+            message: Some("boom".into()),
+            location: Some("src/lib.rs:1:2".into()),
+        };
         assert_eq!(
-            f.message,
-            "plugin panicked: boom (at src/lib.rs:1:2) (wasm trap: wasm `unreachable` instruction executed)"
+            s.error(&trap, None, false, Some(&panic)).message,
+            "plugin panicked: boom"
+        );
+        let unnamed = PanicReport {
+            message: None,
+            location: Some("src/lib.rs:1:2".into()),
+        };
+        assert_eq!(
+            s.error(&trap, None, false, Some(&unnamed)).message,
+            "plugin panicked"
         );
         assert_eq!(s.error(&trap, None, true, None).code, "memory-limit");
         assert_eq!(

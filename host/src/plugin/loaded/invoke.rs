@@ -150,7 +150,7 @@ impl Plugin {
             abort: view.cause(Instant::now()).map(|(c, _)| c),
             memory_denied: state.limiter.denied,
             output_limit: out.limit_hit(),
-            panic: out.panic_message(),
+            panic: out.panic_report(),
             bad_patch: state.bad_patch,
             patches: state.patches,
         }
