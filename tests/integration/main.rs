@@ -4,6 +4,7 @@
 mod blocks;
 mod cli;
 mod common;
+mod driver_api;
 mod durability;
 mod hostile;
 mod plugin;
