@@ -36,12 +36,9 @@ async fn main() -> anyhow::Result<()> {
     let run_id = rt.start(&workflow, input, None).await?;
 
     // Follow the run's events live until it ends (or suspends).
-    let mut events = rt.watch(&run_id, 1)?;
+    let mut events = rt.watch_settled(&run_id, 1)?;
     while let Some(event) = events.recv().await {
         println!("{}", serde_json::to_string(&*event)?);
-        if event.is_stop() {
-            break;
-        }
     }
     let record = rt.wait(&run_id).await?;
     println!("{}", serde_json::to_string_pretty(&record)?);

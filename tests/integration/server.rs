@@ -8,7 +8,7 @@ use weft::engine::RunStatus;
 use crate::common::Env;
 
 /// One HTTP/1.1 exchange; returns the status code and the body.
-async fn http(
+pub(crate) async fn http(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,
@@ -56,7 +56,7 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
-async fn serve(env: &Env) -> std::net::SocketAddr {
+pub(crate) async fn serve(env: &Env) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(weft::server::serve(env.rt.clone(), listener));

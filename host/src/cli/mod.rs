@@ -309,15 +309,17 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             from_seq,
             follow,
         } => {
-            let mut rx = match rt.watch(&run_id, from_seq) {
+            let watched = if follow {
+                rt.watch(&run_id, from_seq)
+            } else {
+                rt.watch_settled(&run_id, from_seq)
+            };
+            let mut rx = match watched {
                 Ok(rx) => rx,
                 Err(e) => return refuse(out, &e),
             };
             while let Some(ev) = rx.recv().await {
                 out.line(&serde_json::to_string(&*ev).unwrap_or_default());
-                if ev.kind.is_closing() || (!follow && ev.is_stop()) {
-                    break;
-                }
             }
             EXIT_OK
         }
@@ -502,7 +504,7 @@ async fn resume(
             return EXIT_USAGE;
         }
     };
-    let from = match rt.watch(run_id, 1) {
+    let from = match rt.watch_settled(run_id, 1) {
         Ok(mut rx) => {
             let mut last = 0;
             while let Ok(ev) = rx.try_recv() {
@@ -534,12 +536,9 @@ async fn follow_run(
     json: bool,
     out: &mut dyn Output,
 ) -> i32 {
-    if let Ok(mut rx) = rt.watch(run_id, from) {
+    if let Ok(mut rx) = rt.watch_settled(run_id, from) {
         while let Some(ev) = rx.recv().await {
             out.err(&output::progress_line(&ev));
-            if ev.is_stop() {
-                break;
-            }
         }
     }
     let record = match rt.wait(run_id).await {

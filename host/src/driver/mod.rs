@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
-use crate::engine::{self, Event, Graph, Refusal, ResumeRequest, RunState, RunStatus};
+use crate::engine::{self, Event, EventKind, Graph, Refusal, ResumeRequest, RunState, RunStatus};
 use crate::native::{NativeStep, NativeSteps};
 use crate::plugin::{HostConfig, Plugin, PluginHost};
 use crate::store::{NewRun, RecordKey, RunSummary, SledStore, Store, StoreError};
@@ -97,6 +97,22 @@ struct Inner {
     plugins: Mutex<HashMap<String, Arc<Plugin>>>,
     natives: NativeSteps,
     home: PathBuf,
+}
+
+/// Where a watch ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// After the closing event.
+    Closed,
+    /// After the closing event or a `run-suspended` the run stands at.
+    Settled,
+}
+
+impl Until {
+    /// Whether a watch ends after an event of `kind` that is the run's latest.
+    fn stops_at(self, kind: EventKind) -> bool {
+        kind.is_closing() || (self == Until::Settled && kind == EventKind::RunSuspended)
+    }
 }
 
 /// A run that has an actor in this process.
@@ -376,11 +392,32 @@ impl Runtime {
 
     /// The run's events from `from_seq` on: the stored ones, then live ones as this process
     /// drives the run, without gap or duplicate (S87). The receiver ends after the run's closing
-    /// event.
+    /// event, at once when the run has closed before `from_seq`.
     pub fn watch(
         &self,
         run_id: &str,
         from_seq: u64,
+    ) -> Result<mpsc::UnboundedReceiver<Arc<StoredEvent>>, RuntimeError> {
+        self.watch_until(run_id, from_seq, Until::Closed)
+    }
+
+    /// [`Runtime::watch`] that also ends at a suspension that is the run's current state, as a
+    /// plain `weft watch` does (S106): after the `run-suspended` the run stands at, when it is
+    /// suspended, and at once when that event lies before `from_seq`. A `run-suspended` that a
+    /// resume or cancel has already followed is passed like any other event.
+    pub fn watch_settled(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> Result<mpsc::UnboundedReceiver<Arc<StoredEvent>>, RuntimeError> {
+        self.watch_until(run_id, from_seq, Until::Settled)
+    }
+
+    fn watch_until(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+        until: Until,
     ) -> Result<mpsc::UnboundedReceiver<Arc<StoredEvent>>, RuntimeError> {
         if self.inner.store.summary(run_id)?.is_none() {
             return Err(RuntimeError::UnknownRun(run_id.into()));
@@ -389,13 +426,19 @@ impl Runtime {
         let mut live_rx = self.channel(run_id).subscribe();
         let (tx, rx) = mpsc::unbounded_channel();
         let mut next = from_seq.max(1);
-        let mut closed = false;
-        for event in stored_events(&*self.inner.store, run_id, next)? {
+        let stored = stored_events(&*self.inner.store, run_id, next)?;
+        // Where the run stands is told by its last stored event, also when `from_seq` lies
+        // past it: nothing follows a closing event (S88), and a `run-suspended` that nothing
+        // follows is the suspension the run stands at.
+        let last = match stored.last() {
+            Some(event) => Some(event.kind),
+            None => last_event(&*self.inner.store, run_id)?.map(|e| e.kind),
+        };
+        for event in stored {
             next = event.seq + 1;
-            closed |= event.kind.is_closing();
             let _ = tx.send(Arc::new(event));
         }
-        if closed {
+        if last.is_some_and(|kind| until.stops_at(kind)) {
             // Nothing more will come: drop the channel unless a live run or watcher uses it.
             drop(live_rx);
             let live = lock(&self.inner.live).contains_key(run_id);
@@ -412,28 +455,27 @@ impl Runtime {
             let run = run_id.to_owned();
             tokio::spawn(async move {
                 loop {
-                    match live_rx.recv().await {
-                        Ok(ev) => {
-                            if ev.seq < next {
-                                continue;
-                            }
+                    let received = tokio::select! {
+                        r = live_rx.recv() => r,
+                        // The reader went away: stop following.
+                        () = tx.closed() => return,
+                    };
+                    match received {
+                        Ok(ev) if ev.seq >= next => {
                             next = ev.seq + 1;
-                            let closing = ev.kind.is_closing();
-                            if tx.send(ev).is_err() || closing {
+                            let stop = until.stops_at(ev.kind);
+                            if tx.send(ev).is_err() || stop {
                                 return;
                             }
                         }
-                        Err(broadcast::error::RecvError::Lagged(_)) => {
-                            // The watcher fell behind the live buffer: everything published is
-                            // stored, so catch up from the store, then follow live again.
-                            let Ok(missed) = stored_events(&*store, &run, next) else {
+                        // Sent already, or before `from_seq`.
+                        Ok(ev) if !until.stops_at(ev.kind) => {}
+                        // A stop before `from_seq` (the store says whether the run still stands
+                        // there), or the watcher fell behind the live buffer: everything
+                        // published is stored, so catch up from the store, then go on live.
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                            if catch_up(&*store, &run, &mut next, &tx, until) {
                                 return;
-                            };
-                            for ev in missed {
-                                next = ev.seq + 1;
-                                if tx.send(Arc::new(ev)).is_err() {
-                                    return;
-                                }
                             }
                         }
                         Err(broadcast::error::RecvError::Closed) => return,
@@ -607,6 +649,43 @@ fn read_records(
                 .map_err(|e| corrupt(run_id, e))
         })
         .collect()
+}
+
+/// Sends the run's stored events from `next` on; whether the watch is over: its reader went
+/// away, the store failed, or the run's last stored event ends it.
+fn catch_up(
+    store: &dyn Store,
+    run_id: &str,
+    next: &mut u64,
+    tx: &mpsc::UnboundedSender<Arc<StoredEvent>>,
+    until: Until,
+) -> bool {
+    let Ok(missed) = stored_events(store, run_id, *next) else {
+        return true;
+    };
+    let last = match missed.last() {
+        Some(event) => Some(event.kind),
+        None => match last_event(store, run_id) {
+            Ok(event) => event.map(|e| e.kind),
+            Err(_) => return true,
+        },
+    };
+    for ev in missed {
+        *next = ev.seq + 1;
+        if tx.send(Arc::new(ev)).is_err() {
+            return true;
+        }
+    }
+    last.is_some_and(|kind| until.stops_at(kind))
+}
+
+/// The run's last stored event.
+fn last_event(store: &dyn Store, run_id: &str) -> Result<Option<StoredEvent>, RuntimeError> {
+    match store.last_record(run_id)? {
+        // The record's key holds the seq of the last event stored up to it.
+        Some((seq, _)) => Ok(stored_events(store, run_id, seq)?.pop()),
+        None => Ok(None),
+    }
 }
 
 /// The stored events of a run with `seq >= from`, in order.

@@ -113,13 +113,6 @@ pub struct StoredEvent {
     pub data: Value,
 }
 
-impl StoredEvent {
-    /// Whether a plain `watch` or a waiting `run` stops after this event (S106).
-    pub fn is_stop(&self) -> bool {
-        self.kind.is_closing() || self.kind == EventKind::RunSuspended
-    }
-}
-
 /// One stored record as written: a transition's event and the tracking events it emitted, or a
 /// batch of events a step wrote.
 #[derive(Serialize)]

@@ -141,17 +141,17 @@ async fn events(
     Path(id): Path<String>,
     Query(q): Query<EventsQuery>,
 ) -> Result<Response, ApiError> {
-    let rx = rt.watch(&id, q.from_seq.unwrap_or(1))?;
-    let follow = q.follow;
-    let stream = futures::stream::unfold((rx, false), move |(mut rx, done)| async move {
-        if done {
-            return None;
-        }
+    let from = q.from_seq.unwrap_or(1);
+    let rx = if q.follow {
+        rt.watch(&id, from)?
+    } else {
+        rt.watch_settled(&id, from)?
+    };
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
         let ev = rx.recv().await?;
-        let stop = ev.kind.is_closing() || (!follow && ev.is_stop());
         let mut line = serde_json::to_string(&*ev).unwrap_or_default();
         line.push('\n');
-        Some((line, (rx, stop)))
+        Some((line, rx))
     })
     .map(Ok::<_, std::convert::Infallible>);
     Ok(Response::builder()

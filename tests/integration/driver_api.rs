@@ -1,0 +1,258 @@
+//! The driver's API as the CLI, the HTTP API and an embedder see it: where watches end (S106),
+//! reads past a run's last event, stored entries that this weft cannot read, the injectable
+//! clock, and the embedding surface.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+use weft::driver::StoredEvent;
+use weft::engine::RunStatus;
+
+use crate::cli::{Home, path_str};
+use crate::common::{Env, kinds};
+use crate::rules::{req, settle};
+use crate::server::{http, serve};
+
+/// Turns a hang into a failure; never an assertion about how fast anything is.
+const HANG_GUARD: Duration = Duration::from_secs(300);
+
+/// A run that suspends twice, then ends.
+const TWICE: &str = r#"
+id: twice
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: first, plugin: kit, step: suspend }
+  - { id: second, plugin: kit, step: suspend }
+"#;
+
+/// Every event a receiver yields until it ends.
+async fn drain(mut rx: UnboundedReceiver<Arc<StoredEvent>>) -> Vec<StoredEvent> {
+    let mut out = Vec::new();
+    loop {
+        match tokio::time::timeout(HANG_GUARD, rx.recv()).await {
+            Ok(Some(ev)) => out.push((*ev).clone()),
+            Ok(None) => return out,
+            Err(_) => panic!("the watch never ended; it had {:?}", kinds(&out)),
+        }
+    }
+}
+
+/// The `type` of each JSON event, with its path: `step-started:a`.
+fn json_kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| match e["path"].as_str() {
+            Some(p) => format!("{}:{p}", e["type"].as_str().unwrap_or_default()),
+            None => e["type"].as_str().unwrap_or_default().to_owned(),
+        })
+        .collect()
+}
+
+/// `GET path`: the status and the body, failing (not hanging) when the answer never ends.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    tokio::time::timeout(HANG_GUARD, http(addr, "GET", path, None))
+        .await
+        .unwrap_or_else(|_| panic!("GET {path} never ended"))
+}
+
+/// NDJSON as values.
+fn ndjson(body: &str) -> Vec<Value> {
+    body.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?} is not JSON: {e}")))
+        .collect()
+}
+
+/// Asserts the seqs run 1, 2, 3, ... without gap or duplicate.
+fn assert_gapless(seqs: &[u64]) {
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where a watch ends (S106), and reads past the last event
+
+#[test]
+fn s106_watch_on_the_binary_passes_a_suspension_that_was_resumed_or_cancelled() {
+    let home = Home::new();
+    let file = home.file("twice.yaml", TWICE);
+    let run = home.weft(&["run", path_str(&file), "--run-id", "t"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    let resumed = home.weft(&["resume", "t", "--data", "{}"]);
+    assert_eq!(resumed.code, 3, "suspended again at `second`: {resumed:?}");
+
+    // The plain watch passes the first suspension (resumed since) and stops at the second,
+    // where the run stands.
+    let out = home.weft(&["watch", "t"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let events = out.json_lines();
+    let k = json_kinds(&events);
+    assert_eq!(
+        k.iter().filter(|k| *k == "run-suspended").count(),
+        2,
+        "{k:?}"
+    );
+    assert!(k.contains(&"run-resumed".to_owned()), "{k:?}");
+    assert_eq!(k.last().map(String::as_str), Some("run-suspended"), "{k:?}");
+    assert_gapless(
+        &events
+            .iter()
+            .filter_map(|e| e["seq"].as_u64())
+            .collect::<Vec<_>>(),
+    );
+
+    // Cancelled: the watch goes through both suspensions and ends with run-cancelled.
+    assert_eq!(home.weft(&["cancel", "t"]).code, 0);
+    let out = home.weft(&["watch", "t"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let after = out.json_lines();
+    assert_eq!(after[..events.len()], events[..]);
+    assert_eq!(
+        json_kinds(&after).last().map(String::as_str),
+        Some("run-cancelled")
+    );
+}
+
+#[tokio::test]
+async fn s106_http_events_pass_a_suspension_that_was_resumed_or_ended() {
+    let env = Env::new();
+    let addr = serve(&env).await;
+    let rec = env.run(TWICE, json!({})).await;
+    assert_eq!(rec.status, RunStatus::Suspended);
+    let id = rec.run_id;
+    env.rt
+        .resume(&id, req(None, None, None, json!({})), false)
+        .await
+        .expect("resume");
+    assert_eq!(settle(&env, &id).await.status, RunStatus::Suspended);
+
+    let (status, body) = get(addr, &format!("/runs/{id}/events")).await;
+    assert_eq!(status, 200, "{body}");
+    let events = ndjson(&body);
+    let k = json_kinds(&events);
+    assert_eq!(
+        k.iter().filter(|k| *k == "run-suspended").count(),
+        2,
+        "{k:?}"
+    );
+    assert_eq!(k.last().map(String::as_str), Some("run-suspended"), "{k:?}");
+
+    env.rt
+        .resume(&id, req(None, None, None, json!({})), false)
+        .await
+        .expect("resume");
+    assert_eq!(settle(&env, &id).await.status, RunStatus::Success);
+    let (status, body) = get(addr, &format!("/runs/{id}/events")).await;
+    assert_eq!(status, 200, "{body}");
+    let all = ndjson(&body);
+    assert_eq!(all[..events.len()], events[..]);
+    assert_eq!(
+        json_kinds(&all).last().map(String::as_str),
+        Some("run-succeeded")
+    );
+}
+
+#[tokio::test]
+async fn s106_embedded_watch_passes_a_suspension_that_was_resumed_or_cancelled() {
+    let env = Env::new();
+    let rec = env.run(TWICE, json!({})).await;
+    let id = rec.run_id;
+    let first = drain(env.rt.watch_settled(&id, 1).expect("watch")).await;
+    assert_eq!(
+        kinds(&first).last().map(String::as_str),
+        Some("run-suspended")
+    );
+    env.rt
+        .resume(&id, req(None, None, None, json!({})), false)
+        .await
+        .expect("resume");
+    assert_eq!(settle(&env, &id).await.status, RunStatus::Suspended);
+
+    let second = drain(env.rt.watch_settled(&id, 1).expect("watch")).await;
+    assert_eq!(second[..first.len()], first[..]);
+    let k = kinds(&second);
+    assert!(k.contains(&"run-resumed".to_owned()), "{k:?}");
+    assert_eq!(k.last().map(String::as_str), Some("run-suspended"), "{k:?}");
+    assert_gapless(&second.iter().map(|e| e.seq).collect::<Vec<_>>());
+
+    env.rt.cancel(&id).await.expect("cancel");
+    assert_eq!(settle(&env, &id).await.status, RunStatus::Cancelled);
+    for all in [
+        drain(env.rt.watch_settled(&id, 1).expect("watch")).await,
+        drain(env.rt.watch(&id, 1).expect("watch")).await,
+    ] {
+        assert_eq!(all[..second.len()], second[..]);
+        assert_eq!(
+            kinds(&all).last().map(String::as_str),
+            Some("run-cancelled")
+        );
+    }
+}
+
+/// A run of [`TWICE`] suspended at `first`, and a run of it cancelled there.
+async fn suspended_and_cancelled(env: &Env) -> (String, String) {
+    let suspended = env.run(TWICE, json!({})).await;
+    assert_eq!(suspended.status, RunStatus::Suspended);
+    let cancelled = env.run(TWICE, json!({})).await.run_id;
+    env.rt.cancel(&cancelled).await.expect("cancel");
+    assert_eq!(settle(env, &cancelled).await.status, RunStatus::Cancelled);
+    (suspended.run_id, cancelled)
+}
+
+#[test]
+fn s106_watch_on_the_binary_from_past_the_last_event_prints_nothing_at_once() {
+    let home = Home::new();
+    let file = home.file("twice.yaml", TWICE);
+    assert_eq!(
+        home.weft(&["run", path_str(&file), "--run-id", "s"]).code,
+        3
+    );
+    assert_eq!(
+        home.weft(&["run", path_str(&file), "--run-id", "c"]).code,
+        3
+    );
+    assert_eq!(home.weft(&["cancel", "c"]).code, 0);
+    for args in [
+        &["watch", "s", "--from-seq", "1000"][..],
+        &["watch", "c", "--from-seq", "1000"][..],
+        &["watch", "c", "--from-seq", "1000", "--follow"][..],
+    ] {
+        let past = home.weft(args);
+        assert_eq!(past.code, 0, "{args:?}: {past:?}");
+        assert_eq!(past.stdout, "", "{args:?}: {past:?}");
+    }
+    // From the last event itself: that event.
+    let all = home.weft(&["watch", "c"]).json_lines();
+    let from_last = all.len().to_string();
+    let last = home.weft(&["watch", "c", "--from-seq", &from_last]);
+    assert_eq!(last.json_lines(), all[all.len() - 1..].to_vec());
+}
+
+#[tokio::test]
+async fn s106_http_events_from_past_the_last_event_are_empty_at_once() {
+    let env = Env::new();
+    let addr = serve(&env).await;
+    let (suspended, cancelled) = suspended_and_cancelled(&env).await;
+    for path in [
+        format!("/runs/{suspended}/events?from_seq=1000"),
+        format!("/runs/{cancelled}/events?from_seq=1000"),
+        format!("/runs/{cancelled}/events?from_seq=1000&follow=true"),
+    ] {
+        let (status, body) = get(addr, &path).await;
+        assert_eq!((status, body.as_str()), (200, ""), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn s87_embedded_watch_from_past_the_last_event_ends_at_once() {
+    let env = Env::new();
+    let (suspended, cancelled) = suspended_and_cancelled(&env).await;
+    for past in [
+        drain(env.rt.watch_settled(&suspended, 1000).expect("watch")).await,
+        drain(env.rt.watch_settled(&cancelled, 1000).expect("watch")).await,
+        drain(env.rt.watch(&cancelled, 1000).expect("watch")).await,
+    ] {
+        assert!(past.is_empty(), "{:?}", kinds(&past));
+    }
+}
