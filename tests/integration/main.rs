@@ -11,3 +11,4 @@ mod rerun;
 mod rules;
 mod sequence;
 mod server;
+mod torture;

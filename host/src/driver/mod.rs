@@ -204,6 +204,7 @@ impl Runtime {
             plugins: &plugin_bytes,
             base: &snapshot,
         })?;
+        self.durable().await?;
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
         Ok(run_id)
@@ -268,9 +269,19 @@ impl Runtime {
             plugins: &plugin_bytes,
             base: &snapshot,
         })?;
+        self.durable().await?;
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
         Ok(run_id)
+    }
+
+    /// Returns once every write made so far is on disk (with `sync_writes`; at once without):
+    /// a new run is acknowledged only then (S100), sharing the fsync with other transitions.
+    async fn durable(&self) -> Result<(), RuntimeError> {
+        if self.inner.config.sync_writes {
+            self.inner.syncer.sync().await?;
+        }
+        Ok(())
     }
 
     /// Waits until the run has ended or suspended, and returns its record.
