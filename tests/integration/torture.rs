@@ -86,11 +86,6 @@ impl Home {
         std::fs::write(&path, plugin_paths(yaml)).expect("write workflow");
         path
     }
-
-    /// `weft --home HOME ARGS...`, output piped.
-    pub fn command(&self, args: &[&str]) -> Command {
-        weft(&self.home(), args)
-    }
 }
 
 /// `weft --home HOME ARGS...`, output piped, run in the home's parent directory.
@@ -114,14 +109,6 @@ pub struct Out {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
-}
-
-impl Out {
-    /// Stdout as one JSON value.
-    pub fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e}): {self:?}"))
-    }
 }
 
 /// A running `weft` whose stderr arrives line by line and whose stdout is collected.
@@ -161,9 +148,12 @@ impl Proc {
         }
     }
 
-    /// Waits for a stderr line containing `needle` and returns it; panics when stderr ends
-    /// first or after [`HANG`].
+    /// The first stderr line containing `needle`, printed already or waited for; panics when
+    /// stderr ends first or after [`HANG`].
     pub fn expect_line(&mut self, needle: &str) -> String {
+        if let Some(line) = self.stderr.iter().find(|l| l.contains(needle)) {
+            return line.clone();
+        }
         let deadline = Instant::now() + HANG;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -252,6 +242,7 @@ pub fn serve(home: &Path) -> (Proc, SocketAddr) {
 /// server went away before answering in full.
 pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(HANG)).ok()?;
     let request = format!(
         "{method} {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
@@ -340,4 +331,132 @@ fn s100_every_run_acknowledged_with_201_survives_a_sigkill_right_after_the_ackno
             acknowledged.len()
         );
     }
+}
+
+const DONOR: &str = r#"
+id: donor
+steps:
+  - map: { id: a, expr: '{ n: .init.n }' }
+  - sleep: { id: nap, ms: 1 }
+  - map: { id: b, expr: '{ n: (.steps.a.n + 1) }' }
+"#;
+
+/// Stores a run next to the others through the store's own API, as a crash or a bad disk
+/// would leave it: `definition` and `base` as given, its summary `pending`, created `age_ms`
+/// after now (the newest runs are recovered first).
+fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64) {
+    use weft::store::{NewRun, RunSummary, SledStore, Store};
+    let store = SledStore::open(&home.join("db"), 8).expect("open the store");
+    let at = chrono::Utc::now().timestamp_millis() + age_ms;
+    store
+        .create_run(NewRun {
+            summary: &RunSummary {
+                run_id: run_id.into(),
+                workflow_id: "donor".into(),
+                status: weft::engine::RunStatus::Pending,
+                created_at: at,
+                updated_at: at,
+            },
+            definition,
+            plugins: &[],
+            base,
+        })
+        .expect("plant a run");
+    store.sync().expect("sync");
+}
+
+/// The stored definition and first state of `run_id`, the state's run id replaced by `as_id`.
+fn donated(home: &Path, run_id: &str, as_id: &str) -> (Vec<u8>, Value) {
+    use weft::store::{SledStore, Store};
+    let store = SledStore::open(&home.join("db"), 8).expect("open the store");
+    let definition = store.definition(run_id).expect("read").expect("definition");
+    let mut base: Value =
+        serde_json::from_slice(&store.base(run_id).expect("read").expect("base")).expect("JSON");
+    base["run_id"] = Value::from(as_id);
+    (definition, base)
+}
+
+#[test]
+fn s101_s114_recovery_marks_runs_it_cannot_load_or_drive_failed_and_recovers_the_others() {
+    let home = Home::new();
+    let file = home.file("donor.yaml", DONOR);
+    let donor = run_weft(
+        &home.home(),
+        &[
+            "run",
+            file.to_str().expect("utf-8"),
+            "--run-id",
+            "donor",
+            "--input",
+            "{\"n\": 41}",
+        ],
+    );
+    assert_eq!(donor.code, 0, "{donor:?}");
+    // A healthy run stored but never started, as a crash right after storing leaves it (S114).
+    let (definition, orphan) = donated(&home.home(), "donor", "orphan");
+    plant(
+        &home.home(),
+        "orphan",
+        &definition,
+        orphan.to_string().as_bytes(),
+        0,
+    );
+    // Newer (so met first): a run whose stored definition is garbage, two of them...
+    plant(&home.home(), "garbled", b"not a graph", b"{}", 1_000);
+    plant(&home.home(), "garbled-too", b"not a graph", b"{}", 2_000);
+    // ...and one that loads but makes the core fail when driven (an entry the graph lacks).
+    let (definition, mut broken) = donated(&home.home(), "donor", "broken");
+    broken["root"]["current"]["entry"] = Value::from(999);
+    plant(
+        &home.home(),
+        "broken",
+        &definition,
+        broken.to_string().as_bytes(),
+        3_000,
+    );
+
+    // No process holds the home: `cancel` ends a run nothing can load, without running it.
+    let cancel = run_weft(&home.home(), &["cancel", "garbled-too"]);
+    assert_eq!(cancel.code, 0, "{cancel:?}");
+    let runs = run_weft(&home.home(), &["runs", "--status", "cancelled"]);
+    assert!(runs.stdout.contains("garbled-too"), "{runs:?}");
+
+    // `serve` recovers the healthy run past the poisoned ones, and says which it could not.
+    let (mut server, addr) = serve(&home.home());
+    let (status, events) =
+        http(addr, "GET", "/runs/orphan/events?follow=true", "").expect("the orphan's events");
+    assert_eq!(status, 200, "{events}");
+    assert!(events.contains("\"run-succeeded\""), "{events}");
+    let (_, record) = http(addr, "GET", "/runs/orphan", "").expect("the orphan's record");
+    let record: Value = serde_json::from_str(&record).expect("JSON");
+    assert_eq!(record["result"], serde_json::json!({ "n": 42 }), "{record}");
+    // The run the core failed on ends failed, readable, with its cause.
+    let (_, events) = http(addr, "GET", "/runs/broken/events?follow=true", "").expect("events");
+    assert!(events.contains("\"run-failed\""), "{events}");
+    let (_, record) = http(addr, "GET", "/runs/broken", "").expect("record");
+    let record: Value = serde_json::from_str(&record).expect("JSON");
+    assert_eq!(record["status"], "failed", "{record}");
+    assert_eq!(record["error"]["code"], "host-error", "{record}");
+    // The unloadable one is marked failed, so nothing tries it again; `cancel`, served by
+    // `serve`, answers that it has ended.
+    let line = server.expect_line("garbled");
+    assert!(
+        line.contains("cannot be recovered") && line.contains("marked failed"),
+        "{line}"
+    );
+    let runs = run_weft(&home.home(), &["runs", "--status", "failed"]);
+    assert!(
+        runs.stdout.contains("garbled ") && runs.stdout.contains("broken"),
+        "{runs:?}"
+    );
+    let cancel = run_weft(&home.home(), &["cancel", "garbled"]);
+    assert_eq!(cancel.code, 2, "{cancel:?}");
+    assert!(cancel.stderr.contains("already ended"), "{cancel:?}");
+    server.kill();
+
+    // The next start finds nothing left to recover and serves.
+    let (mut server, _) = serve(&home.home());
+    server.kill();
+    let out = server.finish();
+    assert!(!out.stderr.contains("recover"), "{out:?}");
 }
