@@ -15,3 +15,4 @@ mod rerun;
 mod rules;
 mod sequence;
 mod server;
+mod torture;

@@ -369,12 +369,28 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                     return EXIT_USAGE;
                 }
             };
-            match rt.recover_all() {
-                Ok(ids) if !ids.is_empty() => {
-                    out.err(&format!("recovered {} runs: {}", ids.len(), ids.join(", ")))
+            match rt.recover_all().await {
+                Ok(report) => {
+                    let ids = &report.recovered;
+                    if !ids.is_empty() {
+                        out.err(&format!("recovered {} runs: {}", ids.len(), ids.join(", ")));
+                    }
+                    for failed in &report.failed {
+                        let then = if failed.marked_failed {
+                            "it is marked failed".to_owned()
+                        } else {
+                            format!(
+                                "it is left as it was; once the cause is fixed, recover it with `weft resume {}`",
+                                failed.run_id
+                            )
+                        };
+                        out.err(&format!(
+                            "error: run {} cannot be recovered: {}; {then}",
+                            failed.run_id, failed.error
+                        ));
+                    }
                 }
-                Ok(_) => {}
-                Err(e) => out.err(&format!("warning: recovery failed: {e}")),
+                Err(e) => out.err(&format!("error: cannot list the runs to recover: {e}")),
             }
             out.err(&format!(
                 "serving http://{} (home {})",

@@ -2,13 +2,16 @@
 //! commands.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::record::{RecordOut, SnapshotOut};
+use super::unrecoverable::panic_message;
 use super::{RunRecord, Runtime, RuntimeError, StoredEvent, now_ms, summary};
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
@@ -93,7 +96,7 @@ impl Actor {
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
         let mut next = rx.recv().await;
         while let Some(msg) = next.take() {
-            if let Msg::Guest(token, ev) = msg {
+            let handled = if let Msg::Guest(token, ev) = msg {
                 let mut batch = vec![(token, ev)];
                 loop {
                     match rx.try_recv() {
@@ -105,9 +108,17 @@ impl Actor {
                         Err(_) => break,
                     }
                 }
-                self.guest_events(batch);
+                std::panic::catch_unwind(AssertUnwindSafe(|| self.guest_events(batch)))
             } else {
-                self.handle(msg).await;
+                AssertUnwindSafe(self.handle(msg)).catch_unwind().await
+            };
+            if let Err(panic) = handled {
+                // The state may be half changed: end the run from what is stored, and stop.
+                // Requests still queued are dropped; their callers ask a new actor, which
+                // answers from the stored end.
+                self.undrivable(panic_message(&*panic)).await;
+                self.rt.retire(&self.state.run_id);
+                return;
             }
             if self.state.status.is_ended() && self.in_flight.is_empty() {
                 self.rt.retire(&self.state.run_id);
@@ -150,6 +161,34 @@ impl Actor {
                 let _ = reply.send(r);
             }
         }
+    }
+
+    /// Ends the run `failed` because driving it failed with `cause` (S101: the others go on).
+    async fn undrivable(&mut self, cause: String) {
+        let run = self.state.run_id.clone();
+        tracing::error!(run = %run, "weft failed while driving the run ({cause}); it is marked failed");
+        for f in self.in_flight.values() {
+            f.abort.cancel();
+        }
+        self.in_flight.clear();
+        match self
+            .rt
+            .end_undrivable(&run, RunStatus::Failed, &cause)
+            .await
+        {
+            Ok(Some((state, (seq, sub)))) => {
+                self.state = state;
+                self.next_seq = seq + 1;
+                self.next_sub = sub + 1;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(run = %run, "cannot mark the run failed: {e}"),
+        }
+        self.status.send_if_modified(|s| {
+            let changed = *s != self.state.status;
+            *s = self.state.status;
+            changed
+        });
     }
 
     fn stamp(&mut self, t: Tracking, at: &str) -> StoredEvent {

@@ -8,6 +8,7 @@
 mod actor;
 mod record;
 mod sync;
+mod unrecoverable;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,8 +24,10 @@ use crate::store::{NewRun, RecordKey, RunSummary, SledStore, Store, StoreError};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
 pub use record::{RunRecord, StoredEvent};
+pub use unrecoverable::{HOST_ERROR, Recovery, Unrecovered};
 
 use record::{RecordIn, SnapshotIn};
+use unrecoverable::is_unloadable;
 
 use actor::{Actor, Msg};
 use sync::Syncer;
@@ -220,6 +223,7 @@ impl Runtime {
             plugins: &plugin_bytes,
             base: &snapshot,
         })?;
+        self.durable().await?;
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
         Ok(run_id)
@@ -284,9 +288,19 @@ impl Runtime {
             plugins: &plugin_bytes,
             base: &snapshot,
         })?;
+        self.durable().await?;
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
         Ok(run_id)
+    }
+
+    /// Returns once every write made so far is on disk (with `sync_writes`; at once without):
+    /// a new run is acknowledged only then (S100), sharing the fsync with other transitions.
+    async fn durable(&self) -> Result<(), RuntimeError> {
+        if self.inner.config.sync_writes {
+            self.inner.syncer.sync().await?;
+        }
+        Ok(())
     }
 
     /// Waits until the run has ended or suspended, and returns its record.
@@ -362,9 +376,31 @@ impl Runtime {
             .await
     }
 
-    /// Cancels a pending, running or suspended run (S75–S78).
+    /// Cancels a pending, running or suspended run (S75–S78). A run whose stored data does not
+    /// load ends `cancelled` without running anything more of it.
     pub async fn cancel(&self, run_id: &str) -> Result<(), RuntimeError> {
-        self.ask(run_id, Msg::Cancel).await
+        match self.ask(run_id, Msg::Cancel).await {
+            Err(e) if is_unloadable(&e) => {
+                let Some(s) = self.inner.store.summary(run_id)? else {
+                    return Err(e);
+                };
+                if s.status.is_ended() {
+                    return Err(Refusal::AlreadyEnded {
+                        run: run_id.into(),
+                        status: s.status,
+                    }
+                    .into());
+                }
+                tracing::warn!(
+                    run = %run_id,
+                    "the run cannot be loaded ({e}); it ends cancelled without running anything more"
+                );
+                self.end_undrivable(run_id, RunStatus::Cancelled, &e.to_string())
+                    .await?;
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// Sends a request to the run's actor; when the actor retires meanwhile, asks a new one.
@@ -486,19 +522,41 @@ impl Runtime {
         Ok(rx)
     }
 
-    /// Recovers every `pending` or `running` run that no live process drives (S101, S114).
-    pub fn recover_all(&self) -> Result<Vec<String>, RuntimeError> {
-        let mut recovered = Vec::new();
+    /// Recovers every `pending` or `running` run that no live process drives (S101, S114), each
+    /// on its own: a run whose stored data does not load is marked failed, and one the core
+    /// fails on while recovering it ends failed (by its actor), while the others go on.
+    pub async fn recover_all(&self) -> Result<Recovery, RuntimeError> {
+        let mut report = Recovery::default();
         for run in self.inner.store.runs()? {
-            if matches!(run.status, RunStatus::Running | RunStatus::Pending)
-                && self.live(&run.run_id).is_none()
+            if !matches!(run.status, RunStatus::Running | RunStatus::Pending)
+                || self.live(&run.run_id).is_some()
             {
-                let live = self.ensure_live(&run.run_id)?;
-                let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
-                recovered.push(run.run_id);
+                continue;
             }
+            let error = match self.ensure_live(&run.run_id) {
+                Ok(_) => {
+                    report.recovered.push(run.run_id);
+                    continue;
+                }
+                Err(e) => e,
+            };
+            let mut marked_failed = false;
+            if is_unloadable(&error) {
+                match self
+                    .end_undrivable(&run.run_id, RunStatus::Failed, &error.to_string())
+                    .await
+                {
+                    Ok(_) => marked_failed = true,
+                    Err(e) => tracing::error!(run = %run.run_id, "cannot mark the run failed: {e}"),
+                }
+            }
+            report.failed.push(Unrecovered {
+                run_id: run.run_id,
+                error,
+                marked_failed,
+            });
         }
-        Ok(recovered)
+        Ok(report)
     }
 
     fn live(&self, run_id: &str) -> Option<LiveRun> {
@@ -557,11 +615,8 @@ impl Runtime {
         let (state, graph, last) = self.load_counted(run_id)?;
         let recover = matches!(state.status, RunStatus::Running | RunStatus::Pending);
         let (next_seq, next_sub) = last.map_or((1, 0), |(seq, sub)| (seq + 1, sub + 1));
-        let live = self.spawn(state, Arc::new(graph), next_seq, next_sub)?;
-        if recover {
-            let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
-        }
-        Ok(live)
+        let recover = recover.then(|| Msg::Event(Event::Recover { at: now_ms() }));
+        Ok(self.spawn_with(state, Arc::new(graph), next_seq, next_sub, recover))
     }
 
     fn spawn(
@@ -571,9 +626,22 @@ impl Runtime {
         next_seq: u64,
         next_sub: u32,
     ) -> Result<LiveRun, RuntimeError> {
+        Ok(self.spawn_with(state, graph, next_seq, next_sub, None))
+    }
+
+    /// The run's actor: a new one, given `first` as its first message, unless one runs already
+    /// (which gets nothing: two recoveries of one run would issue its invocations twice).
+    fn spawn_with(
+        &self,
+        state: RunState,
+        graph: Arc<Graph>,
+        next_seq: u64,
+        next_sub: u32,
+        first: Option<Msg>,
+    ) -> LiveRun {
         let mut live = lock(&self.inner.live);
         if let Some(existing) = live.get(&state.run_id) {
-            return Ok(existing.clone());
+            return existing.clone();
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let events = self.channel(&state.run_id);
@@ -583,6 +651,9 @@ impl Runtime {
             status,
         };
         live.insert(state.run_id.clone(), handle.clone());
+        if let Some(msg) = first {
+            let _ = tx.send(msg);
+        }
         let actor = Actor::new(
             self.clone(),
             state,
@@ -594,7 +665,7 @@ impl Runtime {
             next_sub,
         );
         tokio::spawn(actor.run(rx));
-        Ok(handle)
+        handle
     }
 
     fn retire(&self, run_id: &str) {

@@ -1,0 +1,141 @@
+//! Runs weft cannot drive: stored data that does not load, or a core that fails on them. Such a
+//! run is ended (failed, or cancelled when a cancel asked for it) so that it stops blocking
+//! recovery and commands, and the others go on (S101).
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::record::{RecordOut, SnapshotOut};
+use super::{Runtime, RuntimeError, StoredEvent, now_ms, summary};
+use crate::engine::{self, ErrorInfo, EventKind, RunState, RunStatus};
+use crate::store::{RecordKey, StoreError};
+
+/// The error code of a run ended because weft could not drive it.
+pub const HOST_ERROR: &str = "host-error";
+
+/// What [`Runtime::recover_all`] did.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// The runs now driven again.
+    pub recovered: Vec<String>,
+    /// The runs that could not be.
+    pub failed: Vec<Unrecovered>,
+}
+
+/// A run that recovery could not bring back.
+#[derive(Debug)]
+pub struct Unrecovered {
+    /// The run.
+    pub run_id: String,
+    /// Why.
+    pub error: RuntimeError,
+    /// Its stored data does not load, so it was ended `failed` (else it is left as it was, to
+    /// be recovered once the cause is fixed).
+    pub marked_failed: bool,
+}
+
+/// Whether `e` says the run's stored data cannot be loaded (as opposed to a store that cannot
+/// be reached right now).
+pub(crate) fn is_unloadable(e: &RuntimeError) -> bool {
+    matches!(
+        e,
+        RuntimeError::Corrupt { .. }
+            | RuntimeError::UnknownRun(_)
+            | RuntimeError::Store(StoreError::Corrupt { .. })
+    )
+}
+
+/// The text of a caught panic.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+impl Runtime {
+    /// Ends `run_id`, which no actor drives, with `status` (failed or cancelled) because of
+    /// `cause`, without running anything more of it. When its state loads, the end is stored as
+    /// the run's last record (its closing event and a snapshot), so `show` and `watch` read it;
+    /// otherwise only its summary changes. Returns the final state and the key of that record
+    /// when the state loaded.
+    pub(crate) async fn end_undrivable(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        cause: &str,
+    ) -> Result<Option<(RunState, RecordKey)>, RuntimeError> {
+        let store = &self.inner.store;
+        let now = now_ms();
+        let ended = match self.load_counted(run_id) {
+            Ok((mut state, _, last)) => {
+                if state.status.is_ended() {
+                    return Ok(None);
+                }
+                let at = last.map_or((1, 0), |(seq, sub)| (seq + 1, sub + 1));
+                state.status = status;
+                state.updated_at = now;
+                state.cancelling = status == RunStatus::Cancelled;
+                let (kind, data) = if status == RunStatus::Cancelled {
+                    (EventKind::RunCancelled, json!({}))
+                } else {
+                    let error = ErrorInfo {
+                        message: format!("weft could not drive this run: {cause}"),
+                        code: HOST_ERROR.into(),
+                        step: String::new(),
+                        details: None,
+                        foreach_index: None,
+                        iteration: None,
+                    };
+                    let data = json!({ "error": error });
+                    state.error = Some(error);
+                    (EventKind::RunFailed, data)
+                };
+                let event = StoredEvent {
+                    seq: at.0,
+                    run_id: run_id.to_owned(),
+                    at: engine::rfc3339(now),
+                    kind,
+                    path: None,
+                    foreach_index: None,
+                    iteration: None,
+                    data,
+                };
+                let corrupt = |e: serde_json::Error| super::corrupt(run_id, e);
+                let record = serde_json::to_vec(&RecordOut {
+                    log: None,
+                    events: std::slice::from_ref(&event),
+                })
+                .map_err(corrupt)?;
+                let snapshot = serde_json::to_vec(&SnapshotOut {
+                    covers: at,
+                    state: &state,
+                })
+                .map_err(corrupt)?;
+                store.append(run_id, at, &record)?;
+                store.put_snapshot(run_id, &snapshot)?;
+                store.put_summary(&summary(&state))?;
+                self.durable().await?;
+                let _ = self.channel(run_id).send(Arc::new(event));
+                Some((state, at))
+            }
+            Err(_) => {
+                // Only the summary is readable: mark it, so nothing tries the run again.
+                let Some(mut s) = store.summary(run_id)? else {
+                    return Err(RuntimeError::UnknownRun(run_id.into()));
+                };
+                if s.status.is_ended() {
+                    return Ok(None);
+                }
+                s.status = status;
+                s.updated_at = now;
+                store.put_summary(&s)?;
+                self.durable().await?;
+                None
+            }
+        };
+        Ok(ended)
+    }
+}

@@ -1,0 +1,462 @@
+//! Real `weft` processes killed with SIGKILL at random moments: what was acknowledged survives
+//! (S100), recovery goes on past a run it cannot load (S101), and completed steps never run
+//! again (S102, S104).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::plugin_paths;
+
+/// How long a child may take before the test calls it hung (a hang detector, not a timing
+/// assumption: every wait below ends on an event long before this).
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// A small deterministic generator (xorshift), so a failing round can be replayed from its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A seed from the clock unless `WEFT_TORTURE_SEED` names one; printed so a failure can be
+/// replayed.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("WEFT_TORTURE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0x5eed)
+                | 1
+        });
+    eprintln!("{test}: seed {seed} (replay with WEFT_TORTURE_SEED={seed})");
+    seed
+}
+
+/// A temporary directory holding a home (sharing the build's compiled-plugin cache) and the
+/// workflow files.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    /// A fresh home.
+    pub fn new() -> Home {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Home::link_cache(&dir.path().join("home"));
+        Home { dir }
+    }
+
+    /// Makes `home` with the shared compiled-plugin cache linked in.
+    pub fn link_cache(home: &Path) {
+        std::fs::create_dir_all(home).expect("create home");
+        let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
+        std::fs::create_dir_all(&cache).expect("create the shared plugin cache");
+        std::os::unix::fs::symlink(&cache, home.join("cache")).expect("link the plugin cache");
+    }
+
+    /// The home directory.
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// Writes `yaml` (plugin placeholders replaced) as `name` next to the home.
+    pub fn file(&self, name: &str, yaml: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, plugin_paths(yaml)).expect("write workflow");
+        path
+    }
+}
+
+/// `weft --home HOME ARGS...`, output piped, run in the home's parent directory.
+pub fn weft(home: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+    cmd.env_remove("WEFT_HOME")
+        .env_remove("WEFT_LOG")
+        .current_dir(home.parent().unwrap_or(home))
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// What a finished command printed.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A running `weft` whose stderr arrives line by line and whose stdout is collected.
+pub struct Proc {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: Vec<String>,
+    stdout: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Proc {
+    /// Starts `cmd`.
+    pub fn start(mut cmd: Command) -> Proc {
+        let mut child = cmd.spawn().expect("start weft");
+        let (tx, lines) = mpsc::channel();
+        let err = child.stderr.take().expect("piped stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let stdout = child.stdout.take().map(|mut out| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = out.read_to_string(&mut s);
+                s
+            })
+        });
+        Proc {
+            child,
+            lines,
+            stderr: Vec::new(),
+            stdout,
+        }
+    }
+
+    /// The first stderr line containing `needle`, printed already or waited for; panics when
+    /// stderr ends first or after [`HANG`].
+    pub fn expect_line(&mut self, needle: &str) -> String {
+        if let Some(line) = self.stderr.iter().find(|l| l.contains(needle)) {
+            return line.clone();
+        }
+        let deadline = Instant::now() + HANG;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.stderr.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "weft never printed {needle:?}; stderr so far:\n{}",
+                    self.stderr.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the process to end (failing the test after [`HANG`]) and collects its output.
+    pub fn finish(mut self) -> Out {
+        let deadline = Instant::now() + HANG;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for weft") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                self.kill();
+                let rest: Vec<String> = self.lines.try_iter().collect();
+                panic!(
+                    "weft hung: no end within {HANG:?}; stderr:\n{}\n{}",
+                    self.stderr.join("\n"),
+                    rest.join("\n")
+                );
+            }
+            // Block on stderr meanwhile: it ends when the process does.
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(50)) {
+                self.stderr.push(line);
+            }
+        };
+        self.stderr.extend(self.lines.iter());
+        Out {
+            code: status.code().unwrap_or(-1),
+            stdout: self
+                .stdout
+                .take()
+                .and_then(|h| h.join().ok())
+                .unwrap_or_default(),
+            stderr: std::mem::take(&mut self.stderr).join("\n"),
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.kill();
+        }
+    }
+}
+
+/// Runs `weft --home HOME ARGS...` to its end.
+pub fn run_weft(home: &Path, args: &[&str]) -> Out {
+    Proc::start(weft(home, args)).finish()
+}
+
+/// Starts `weft serve` on a free loopback port; returns it and its address.
+pub fn serve(home: &Path) -> (Proc, SocketAddr) {
+    let mut proc = Proc::start(weft(home, &["serve", "--addr", "127.0.0.1:0"]));
+    let line = proc.expect_line("serving http://");
+    let addr = line
+        .split("serving http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (proc, addr)
+}
+
+/// One HTTP/1.1 exchange over a fresh connection: the status and the body, or `None` when the
+/// server went away before answering in full.
+pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(HANG)).ok()?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status: u16 = text.split(' ').nth(1)?.parse().ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(body.len());
+    // A response cut off by the kill is no answer.
+    (body.len() >= length).then(|| (status, body[..length].to_owned()))
+}
+
+/// The ids of every run stored in `home`, read by a fresh `weft runs`.
+pub fn stored_runs(home: &Path) -> BTreeSet<String> {
+    let out = run_weft(home, &["runs"]);
+    assert_eq!(out.code, 0, "weft runs: {out:?}");
+    out.stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+const QUICK: &str = r#"
+id: quick
+steps:
+  - map: { id: a, expr: '{ n: 1 }' }
+  - sleep: { id: nap, ms: 200 }
+  - map: { id: b, expr: '{ n: 2 }' }
+"#;
+
+#[test]
+fn s100_every_run_acknowledged_with_201_survives_a_sigkill_right_after_the_acknowledgement() {
+    let seed = seed("s100_every_run_acknowledged");
+    let mut rng = Rng(seed);
+    let home = Home::new();
+    let file = home.file("quick.yaml", QUICK);
+    let body = serde_json::json!({ "file": file }).to_string();
+    for round in 0..4 {
+        let (mut server, addr) = serve(&home.home());
+        // Several clients start runs at once; the test kills the server the moment the
+        // `kill_after`-th acknowledgement arrives.
+        let kill_after = 10 + rng.below(30) as usize;
+        let (tx, acks) = mpsc::channel::<String>();
+        let clients: Vec<_> = (0..6)
+            .map(|_| {
+                let (tx, body) = (tx.clone(), body.clone());
+                std::thread::spawn(move || {
+                    while let Some((status, text)) = http(addr, "POST", "/runs", &body) {
+                        assert_eq!(status, 201, "POST /runs: {text}");
+                        let answer: Value = serde_json::from_str(&text).expect("JSON answer");
+                        let id = answer["run_id"].as_str().expect("run_id").to_owned();
+                        if tx.send(id).is_err() {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        let mut acknowledged = BTreeSet::new();
+        for id in acks.iter() {
+            acknowledged.insert(id);
+            if acknowledged.len() == kill_after {
+                server.kill();
+            }
+        }
+        for c in clients {
+            c.join().expect("client thread");
+        }
+        let stored = stored_runs(&home.home());
+        let lost: Vec<&String> = acknowledged.difference(&stored).collect();
+        assert!(
+            lost.is_empty(),
+            "seed {seed} round {round}: {} of {} acknowledged runs are gone after SIGKILL: {lost:?}",
+            lost.len(),
+            acknowledged.len()
+        );
+    }
+}
+
+const DONOR: &str = r#"
+id: donor
+steps:
+  - map: { id: a, expr: '{ n: .init.n }' }
+  - sleep: { id: nap, ms: 1 }
+  - map: { id: b, expr: '{ n: (.steps.a.n + 1) }' }
+"#;
+
+/// Stores a run next to the others through the store's own API, as a crash or a bad disk
+/// would leave it: `definition` and `base` as given, its summary `pending`, created `age_ms`
+/// after now (the newest runs are recovered first).
+fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64) {
+    use weft::store::{NewRun, RunSummary, SledStore, Store};
+    let store = SledStore::open(&home.join("db"), 8).expect("open the store");
+    let at = chrono::Utc::now().timestamp_millis() + age_ms;
+    store
+        .create_run(NewRun {
+            summary: &RunSummary {
+                run_id: run_id.into(),
+                workflow_id: "donor".into(),
+                status: weft::engine::RunStatus::Pending,
+                created_at: at,
+                updated_at: at,
+            },
+            definition,
+            plugins: &[],
+            base,
+        })
+        .expect("plant a run");
+    store.sync().expect("sync");
+}
+
+/// The stored definition and first state of `run_id`, the state's run id replaced by `as_id`.
+fn donated(home: &Path, run_id: &str, as_id: &str) -> (Vec<u8>, Value) {
+    use weft::store::{SledStore, Store};
+    let store = SledStore::open(&home.join("db"), 8).expect("open the store");
+    let definition = store.definition(run_id).expect("read").expect("definition");
+    let mut base: Value =
+        serde_json::from_slice(&store.base(run_id).expect("read").expect("base")).expect("JSON");
+    base["run_id"] = Value::from(as_id);
+    (definition, base)
+}
+
+#[test]
+fn s101_s114_recovery_marks_runs_it_cannot_load_or_drive_failed_and_recovers_the_others() {
+    let home = Home::new();
+    let file = home.file("donor.yaml", DONOR);
+    let donor = run_weft(
+        &home.home(),
+        &[
+            "run",
+            file.to_str().expect("utf-8"),
+            "--run-id",
+            "donor",
+            "--input",
+            "{\"n\": 41}",
+        ],
+    );
+    assert_eq!(donor.code, 0, "{donor:?}");
+    // A healthy run stored but never started, as a crash right after storing leaves it (S114).
+    let (definition, orphan) = donated(&home.home(), "donor", "orphan");
+    plant(
+        &home.home(),
+        "orphan",
+        &definition,
+        orphan.to_string().as_bytes(),
+        0,
+    );
+    // Newer (so met first): a run whose stored definition is garbage, two of them...
+    plant(&home.home(), "garbled", b"not a graph", b"{}", 1_000);
+    plant(&home.home(), "garbled-too", b"not a graph", b"{}", 2_000);
+    // ...and one that loads but makes the core fail when driven (an entry the graph lacks).
+    let (definition, mut broken) = donated(&home.home(), "donor", "broken");
+    broken["root"]["current"]["entry"] = Value::from(999);
+    plant(
+        &home.home(),
+        "broken",
+        &definition,
+        broken.to_string().as_bytes(),
+        3_000,
+    );
+
+    // No process holds the home: `cancel` ends a run nothing can load, without running it.
+    let cancel = run_weft(&home.home(), &["cancel", "garbled-too"]);
+    assert_eq!(cancel.code, 0, "{cancel:?}");
+    let runs = run_weft(&home.home(), &["runs", "--status", "cancelled"]);
+    assert!(runs.stdout.contains("garbled-too"), "{runs:?}");
+
+    // `serve` recovers the healthy run past the poisoned ones, and says which it could not.
+    let (mut server, addr) = serve(&home.home());
+    let (status, events) =
+        http(addr, "GET", "/runs/orphan/events?follow=true", "").expect("the orphan's events");
+    assert_eq!(status, 200, "{events}");
+    assert!(events.contains("\"run-succeeded\""), "{events}");
+    let (_, record) = http(addr, "GET", "/runs/orphan", "").expect("the orphan's record");
+    let record: Value = serde_json::from_str(&record).expect("JSON");
+    assert_eq!(record["result"], serde_json::json!({ "n": 42 }), "{record}");
+    // The run the core failed on ends failed, readable, with its cause.
+    let (_, events) = http(addr, "GET", "/runs/broken/events?follow=true", "").expect("events");
+    assert!(events.contains("\"run-failed\""), "{events}");
+    let (_, record) = http(addr, "GET", "/runs/broken", "").expect("record");
+    let record: Value = serde_json::from_str(&record).expect("JSON");
+    assert_eq!(record["status"], "failed", "{record}");
+    assert_eq!(record["error"]["code"], "host-error", "{record}");
+    // The unloadable one is marked failed, so nothing tries it again; `cancel`, served by
+    // `serve`, answers that it has ended.
+    let line = server.expect_line("garbled");
+    assert!(
+        line.contains("cannot be recovered") && line.contains("marked failed"),
+        "{line}"
+    );
+    let runs = run_weft(&home.home(), &["runs", "--status", "failed"]);
+    assert!(
+        runs.stdout.contains("garbled ") && runs.stdout.contains("broken"),
+        "{runs:?}"
+    );
+    let cancel = run_weft(&home.home(), &["cancel", "garbled"]);
+    assert_eq!(cancel.code, 2, "{cancel:?}");
+    assert!(cancel.stderr.contains("already ended"), "{cancel:?}");
+    server.kill();
+
+    // The next start finds nothing left to recover and serves.
+    let (mut server, _) = serve(&home.home());
+    server.kill();
+    let out = server.finish();
+    assert!(!out.stderr.contains("recover"), "{out:?}");
+}
