@@ -4,6 +4,7 @@
 mod blocks;
 mod cli;
 mod common;
+mod core_contract;
 mod durability;
 mod hostile;
 mod plugin;
