@@ -6,6 +6,7 @@ mod blocks;
 mod cli;
 mod common;
 mod contract;
+mod core_contract;
 mod driver_api;
 mod durability;
 mod hostile;

@@ -9,6 +9,7 @@ use crate::engine::drive::{drive_seq, end_node, start_block};
 use crate::engine::model::{EntryDef, FileId};
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
 use crate::engine::patches::apply_patches;
+use crate::engine::records::StepStatus;
 use crate::engine::schema;
 use crate::engine::state::FileState;
 
@@ -85,8 +86,18 @@ pub(crate) fn drive_nested(
     };
     drive_seq(seq, &inner, cx);
     match seq.phase.clone() {
-        Phase::New | Phase::Running => node.phase = Phase::Running,
-        Phase::Suspended => node.phase = Phase::Suspended,
+        Phase::New | Phase::Running => {
+            if node.phase == Phase::Suspended {
+                set_status(entry, frame, cx, StepStatus::Running);
+            }
+            node.phase = Phase::Running;
+        }
+        Phase::Suspended => {
+            if node.phase != Phase::Suspended {
+                set_status(entry, frame, cx, StepStatus::Suspended);
+            }
+            node.phase = Phase::Suspended;
+        }
         Phase::Done(end) => {
             let nested = cx.files.remove(&key);
             cx.results.remove(&key);
@@ -120,11 +131,23 @@ pub(crate) fn drive_nested(
     }
 }
 
+/// Keeps the entry's record in step with its file: `suspended` while the file is, `running`
+/// again once it is resumed (S45). Each enclosing `workflow:` entry follows its own file, so
+/// the whole chain does, at any depth.
+fn set_status(entry: &EntryDef, frame: &Frame, cx: &mut Cx, status: StepStatus) {
+    cx.record(frame, entry, |rec, item| {
+        rec.status = status;
+        if let Some(item) = item {
+            item.status = status;
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
-    use crate::engine::sim::{Sim, done, fail, file, step, suspend, workflow};
+    use crate::engine::sim::{Answer, Sim, done, fail, file, step, suspend, workflow};
     use crate::engine::{RunStatus, StepStatus};
 
     #[test]
@@ -257,5 +280,41 @@ mod tests {
         assert_eq!(sim.status(), RunStatus::Success);
         assert_eq!(sim.calls_to("outer.inner.a").len(), 1, "never again");
         assert_eq!(sim.calls_to("outer.inner.e").len(), 1);
+    }
+
+    #[test]
+    fn s45_every_enclosing_workflow_entry_is_suspended_while_an_inner_step_is_and_running_once_resumed()
+     {
+        let mut sim = Sim::new(
+            file(
+                "w",
+                vec![workflow(
+                    "outer",
+                    file(
+                        "mid",
+                        vec![workflow("inner", file("leaf", vec![step("s")]))],
+                    ),
+                )],
+            ),
+            json!({}),
+        )
+        .on_call("outer.inner.s", |call| match call.resume {
+            None => suspend(json!({}), &[]),
+            Some(_) => Answer::Hold,
+        })
+        .started();
+        assert_eq!(sim.status(), RunStatus::Suspended);
+        for path in ["outer", "outer.inner", "outer.inner.s"] {
+            assert_eq!(sim.record(path).status, StepStatus::Suspended, "{path}");
+        }
+        sim.resume(Some("outer"), None, None, json!({}))
+            .expect("resumed");
+        for path in ["outer", "outer.inner", "outer.inner.s"] {
+            assert_eq!(sim.record(path).status, StepStatus::Running, "{path}");
+        }
+        sim.answer("outer.inner.s", None, done(json!(1)));
+        for path in ["outer", "outer.inner", "outer.inner.s"] {
+            assert_eq!(sim.record(path).status, StepStatus::Success, "{path}");
+        }
     }
 }
