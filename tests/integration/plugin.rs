@@ -16,10 +16,10 @@ use weft::plugin::{
 
 use crate::common::Env;
 
-/// A host over `cache`, with a small instance pool.
-fn host(cache: Option<&Path>) -> PluginHost {
+/// A host whose cache is `<dir>/cache` (its key next to it), with a small instance pool.
+fn host(dir: Option<&Path>) -> PluginHost {
     PluginHost::new(HostConfig {
-        cache_dir: cache.map(Path::to_path_buf),
+        cache_dir: dir.map(|dir| dir.join("cache")),
         pool: PoolConfig {
             slots: 4,
             ..PoolConfig::default()
@@ -232,9 +232,9 @@ steps:
     assert_eq!(rec.result, Some(json!({"n": 1})));
 }
 
-/// The one compiled artifact in `cache`.
-fn artifact(cache: &Path) -> PathBuf {
-    let found: Vec<PathBuf> = std::fs::read_dir(cache)
+/// The one compiled artifact in `<dir>/cache`.
+fn artifact(dir: &Path) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(dir.join("cache"))
         .expect("cache dir")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
@@ -243,9 +243,10 @@ fn artifact(cache: &Path) -> PathBuf {
     found.into_iter().next().expect("one artifact")
 }
 
-fn checksum(artifact: &Path) -> PathBuf {
+/// The MAC that authenticates `artifact`.
+fn mac(artifact: &Path) -> PathBuf {
     let mut name = artifact.as_os_str().to_owned();
-    name.push(".sha256");
+    name.push(".mac");
     PathBuf::from(name)
 }
 
@@ -267,7 +268,7 @@ async fn a_second_load_skips_compilation() {
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with(&sha256(&wasm)))
     );
-    assert!(checksum(&file).is_file());
+    assert!(mac(&file).is_file());
 
     // A new host (a new process, as far as the cache knows) loads from disk.
     let second = host(Some(cache.path()));
@@ -289,18 +290,18 @@ async fn a_corrupted_or_truncated_cache_entry_is_recompiled() {
     let file = artifact(cache.path());
     let good = std::fs::read(&file).expect("artifact");
 
-    // Garbage (checksum mismatch), truncated (checksum mismatch), and garbage whose checksum was
-    // rewritten to match, so wasmtime itself must refuse it.
+    // Garbage (MAC mismatch), truncated (MAC mismatch), and garbage whose MAC was replaced by
+    // its plain sha256 (what anyone without the cache key could compute).
     let garbage = b"this is not a compiled component".repeat(64);
     let truncated = good[..good.len() / 2].to_vec();
     for (case, bytes, fix_checksum) in [
         ("garbage", garbage.clone(), false),
         ("truncated", truncated, false),
-        ("garbage with a matching checksum", garbage, true),
+        ("garbage with a recomputed checksum", garbage, true),
     ] {
         std::fs::write(&file, &bytes).expect("corrupt the artifact");
         if fix_checksum {
-            std::fs::write(checksum(&file), sha256(&bytes)).expect("rewrite the checksum");
+            std::fs::write(mac(&file), sha256(&bytes)).expect("rewrite the MAC");
         }
         let fresh = host(Some(cache.path()));
         let plugin = fresh

@@ -2,9 +2,17 @@
 //! events (S84), components the host refuses and why, cached native code a guest cannot forge,
 //! and grants that would expose the home.
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
 use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
 use weft::driver::RunRecord;
+use weft::engine::invocation::{StepCall, StepOutcome};
 use weft::engine::{EventKind, RunStatus};
+use weft::plugin::{
+    DiscardEvents, HostConfig, Invocation, NoRun, Plugin, PluginHost, PoolConfig, Sandbox,
+};
 
 use crate::common::Env;
 
@@ -50,4 +58,122 @@ async fn s84_a_guest_panic_is_recorded_as_its_one_line_reason() {
         assert_reason_only(message);
         assert_eq!(message, "plugin panicked: boom");
     }
+}
+
+/// A host whose compiled-plugin cache is `<dir>/cache` (its key then is `<dir>/cache.key`).
+fn host_over(dir: &Path) -> PluginHost {
+    PluginHost::new(HostConfig {
+        cache_dir: Some(dir.join("cache")),
+        pool: PoolConfig {
+            slots: 4,
+            ..PoolConfig::default()
+        },
+        ..HostConfig::default()
+    })
+    .expect("plugin host")
+}
+
+/// The cached artifact of the component with sha256 `digest` in `<dir>/cache`.
+fn cached_artifact(dir: &Path, digest: &str) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(dir.join("cache"))
+        .expect("cache dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "cwasm")
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(digest))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.into_iter().next().expect("one artifact")
+}
+
+/// `artifact` with `suffix` appended to its name (its sidecars).
+fn sidecar(artifact: &Path, suffix: &str) -> PathBuf {
+    let mut name = artifact.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Sidecar files by suffix, with their contents.
+type Sidecars = Vec<(&'static str, Vec<u8>)>;
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Testkit's `inc` answers `n + 1`: the code that runs is testkit's.
+async fn runs_testkit_inc(plugin: &Plugin) {
+    let call = StepCall {
+        run_id: "run-1".into(),
+        workflow_id: "wf".into(),
+        step_path: "inc".into(),
+        attempt: 0,
+        input: json!({"n": 1}),
+        config: json!({}),
+        state: json!({}),
+        resume: None,
+        foreach_index: None,
+        iteration: None,
+    };
+    let io = Invocation::new(Arc::new(DiscardEvents), Arc::new(NoRun));
+    let result = plugin.execute("inc", &call, &Sandbox::default(), io).await;
+    assert_eq!(result.outcome, Ok(StepOutcome::Done(json!({"n": 2}))));
+}
+
+#[tokio::test]
+async fn cached_native_code_forged_by_whoever_can_write_the_cache_is_recompiled() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let testkit = std::fs::read(weft_guests::TESTKIT).expect("testkit");
+    let hostile = std::fs::read(weft_guests::HOSTILE).expect("hostile");
+    let seed = host_over(dir.path());
+    seed.load(&testkit, None).await.expect("testkit loads");
+    seed.load(&hostile, None).await.expect("hostile loads");
+    assert_eq!(seed.compilations(), 2);
+    let target = cached_artifact(dir.path(), &sha256_hex(&testkit));
+    let other = cached_artifact(dir.path(), &sha256_hex(&hostile));
+    // Real native code, valid for this very engine, but of another component.
+    let forged = std::fs::read(&other).expect("hostile's artifact");
+
+    // What a guest with write access to the cache can do: replace the artifact and recompute any
+    // checksum it can compute (a sha256 under every sidecar name), or copy a sidecar that the
+    // host itself wrote for the other component.
+    let forgeries: [(&str, Sidecars); 2] = [
+        (
+            "recomputed checksums",
+            vec![
+                (".sha256", sha256_hex(&forged).into_bytes()),
+                (".mac", sha256_hex(&forged).into_bytes()),
+            ],
+        ),
+        (
+            "the other component's own sidecars",
+            [".sha256", ".mac"]
+                .into_iter()
+                .filter_map(|s| std::fs::read(sidecar(&other, s)).ok().map(|b| (s, b)))
+                .collect(),
+        ),
+    ];
+    for (case, sidecars) in forgeries {
+        std::fs::write(&target, &forged).expect("forge the artifact");
+        for (suffix, bytes) in sidecars {
+            std::fs::write(sidecar(&target, suffix), bytes).expect("forge a sidecar");
+        }
+        let fresh = host_over(dir.path());
+        let plugin = fresh
+            .load(&testkit, None)
+            .await
+            .unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(
+            fresh.compilations(),
+            1,
+            "{case}: the forged code was not used"
+        );
+        runs_testkit_inc(&plugin).await;
+    }
+    // The rewritten entry is trusted again.
+    let next = host_over(dir.path());
+    runs_testkit_inc(&next.load(&testkit, None).await.expect("loads")).await;
+    assert_eq!(next.compilations(), 0);
 }

@@ -1,17 +1,28 @@
 //! Content digests, pins, engine fingerprints and the on-disk cache of compiled components.
 //!
-//! A cache entry is `<digest>-<fingerprint>.cwasm` (wasmtime's serialized component) with
-//! `<digest>-<fingerprint>.cwasm.sha256` next to it (the hex sha256 of the `.cwasm`). An entry is
-//! used only when its checksum matches and wasmtime accepts it; anything else (missing, truncated,
-//! corrupt, foreign) is recompiled and rewritten.
+//! A cache entry is `<digest>-<fingerprint>.cwasm` (wasmtime's serialized component: native code)
+//! with `<digest>-<fingerprint>.cwasm.mac` next to it: the hex HMAC-SHA256, under the host's
+//! secret [`CacheKey`], of the component digest, the engine fingerprint and the artifact's bytes.
+//! The key lives outside the cache directory (by default `<cache dir>.key`, so
+//! `<home>/cache.key`), so whoever can write the cache but not read the key — a guest granted the
+//! cache directory — cannot make the host execute native code of its own: an entry whose MAC does
+//! not verify is recompiled and rewritten, like a missing, truncated or foreign one.
 
 use std::hash::Hasher;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+/// Length of the cache key, in bytes.
+const KEY_LEN: usize = 32;
+
+/// What the MAC of an entry covers first: the format, so a MAC of another format never verifies.
+const MAC_DOMAIN: &[u8] = b"weft-plugin-cache-mac-v1\0";
 
 /// The hex sha256 of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
@@ -53,47 +64,189 @@ pub(crate) fn artifact_path(dir: &Path, digest: &str, fingerprint: &str) -> Path
     dir.join(format!("{digest}-{fingerprint}.cwasm"))
 }
 
-/// The checksum file next to an artifact.
-pub(crate) fn checksum_path(artifact: &Path) -> PathBuf {
+/// The MAC file next to an artifact.
+pub(crate) fn mac_path(artifact: &Path) -> PathBuf {
     let mut name = artifact.as_os_str().to_owned();
-    name.push(".sha256");
+    name.push(".mac");
     PathBuf::from(name)
+}
+
+/// The secret key that authenticates cache entries, one per cache (a home's `cache.key`).
+#[derive(Clone)]
+pub(crate) struct CacheKey([u8; KEY_LEN]);
+
+impl std::fmt::Debug for CacheKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheKey(..)")
+    }
+}
+
+impl CacheKey {
+    /// Reads the key at `path`, or creates it (random, mode 0600) when there is none. Hosts that
+    /// race to create it all end up with the one that was linked into place first.
+    pub(crate) fn load_or_create(path: &Path) -> std::io::Result<Self> {
+        match Self::read(path) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            other => return other,
+        }
+        let mut key = [0u8; KEY_LEN];
+        getrandom::fill(&mut key)
+            .map_err(|e| std::io::Error::other(format!("no randomness for the cache key: {e}")))?;
+        let tmp = temp_path(path);
+        let written = (|| {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options.open(&tmp)?;
+            file.write_all(&key)?;
+            file.sync_all()?;
+            // A link never replaces an existing file: the first key in place wins.
+            match std::fs::hard_link(&tmp, path) {
+                Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => Err(err),
+                _ => Ok(()),
+            }
+        })();
+        let _ = std::fs::remove_file(&tmp);
+        written?;
+        Self::read(path)
+    }
+
+    fn read(path: &Path) -> std::io::Result<Self> {
+        let bytes = std::fs::read(path)?;
+        let key: [u8; KEY_LEN] = bytes.try_into().map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} is not a cache key of {KEY_LEN} bytes; delete it and a new one is made",
+                    path.display()
+                ),
+            )
+        })?;
+        Ok(Self(key))
+    }
+
+    /// The MAC of an entry: digest, fingerprint and bytes, each length-prefixed.
+    fn mac(&self, digest: &str, fingerprint: &str, bytes: &[u8]) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(MAC_DOMAIN);
+        for part in [digest.as_bytes(), fingerprint.as_bytes(), bytes] {
+            mac.update(&(part.len() as u64).to_le_bytes());
+            mac.update(part);
+        }
+        mac
+    }
+
+    /// The hex MAC of an entry.
+    fn sign(&self, digest: &str, fingerprint: &str, bytes: &[u8]) -> String {
+        hex::encode(self.mac(digest, fingerprint, bytes).finalize().into_bytes())
+    }
+
+    /// True when `tag` (hex) is the MAC of the entry; compared in constant time.
+    fn verify(&self, digest: &str, fingerprint: &str, bytes: &[u8], tag: &str) -> bool {
+        hex::decode(tag.trim()).is_ok_and(|tag| {
+            self.mac(digest, fingerprint, bytes)
+                .verify_slice(&tag)
+                .is_ok()
+        })
+    }
+}
+
+/// Where the cache key of `cache_dir` lives by default: `<cache dir>.key`, next to the directory
+/// (not in it). `None` when the directory has no name (`/`).
+pub(crate) fn default_key_path(cache_dir: &Path) -> Option<PathBuf> {
+    let name = cache_dir.file_name()?;
+    let mut key = name.to_owned();
+    key.push(".key");
+    Some(cache_dir.with_file_name(key))
+}
+
+/// The disk cache of one host: its directory and its key.
+#[derive(Debug, Clone)]
+pub(crate) struct DiskCache {
+    pub(crate) dir: PathBuf,
+    pub(crate) key: CacheKey,
+}
+
+impl DiskCache {
+    /// The cache in `dir` (created when missing) with the key at `key_path` (default
+    /// [`default_key_path`] of the canonical directory, created when missing).
+    pub(crate) fn open(dir: &Path, key_path: Option<&Path>) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        // Canonical, so a cache reached through a link shares the key of its real place.
+        let dir = dir.canonicalize()?;
+        let key_path = match key_path {
+            Some(path) => path.to_path_buf(),
+            None => default_key_path(&dir).ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "the cache directory {} has no name to put its key next to",
+                    dir.display()
+                ))
+            })?,
+        };
+        let key = CacheKey::load_or_create(&key_path)?;
+        Ok(Self { dir, key })
+    }
+
+    /// Loads the entry of `digest` for `engine` (whose fingerprint is `fingerprint`), after
+    /// checking its MAC.
+    pub(crate) fn read(
+        &self,
+        engine: &Engine,
+        digest: &str,
+        fingerprint: &str,
+    ) -> Result<Component, Miss> {
+        let artifact = artifact_path(&self.dir, digest, fingerprint);
+        let tag = match std::fs::read_to_string(mac_path(&artifact)) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(Miss::Absent),
+            Err(err) => return Err(Miss::Unusable(format!("cannot read its MAC: {err}"))),
+        };
+        let bytes = match std::fs::read(&artifact) {
+            Ok(bytes) => bytes,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(Miss::Absent),
+            Err(err) => return Err(Miss::Unusable(format!("cannot read artifact: {err}"))),
+        };
+        if !self.key.verify(digest, fingerprint, &bytes, &tag) {
+            return Err(Miss::Unusable(
+                "its MAC does not verify (changed, truncated, or written with another key)".into(),
+            ));
+        }
+        deserialize_own(engine, &bytes).map_err(|err| {
+            Miss::Unusable(format!(
+                "wasmtime refused it: {}",
+                super::error::one_line(&err)
+            ))
+        })
+    }
+
+    /// Writes the entry of `digest` for an engine with `fingerprint`: the artifact, then its MAC
+    /// (each atomically). Returns the artifact's path.
+    pub(crate) fn write(
+        &self,
+        digest: &str,
+        fingerprint: &str,
+        bytes: &[u8],
+    ) -> std::io::Result<PathBuf> {
+        let artifact = artifact_path(&self.dir, digest, fingerprint);
+        std::fs::create_dir_all(&self.dir)?;
+        write_atomic(&artifact, bytes)?;
+        write_atomic(
+            &mac_path(&artifact),
+            self.key.sign(digest, fingerprint, bytes).as_bytes(),
+        )?;
+        Ok(artifact)
+    }
 }
 
 /// Why a cache entry was not used.
 #[derive(Debug)]
 pub(crate) enum Miss {
-    /// No entry (or no checksum).
+    /// No entry (or no MAC).
     Absent,
     /// The entry exists but is unusable; the text says why.
     Unusable(String),
-}
-
-/// Loads a cached artifact into `engine`, after checking its checksum.
-pub(crate) fn read_artifact(engine: &Engine, artifact: &Path) -> Result<Component, Miss> {
-    let sum_path = checksum_path(artifact);
-    let expected = match std::fs::read_to_string(&sum_path) {
-        Ok(text) => text.trim().to_ascii_lowercase(),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(Miss::Absent),
-        Err(err) => return Err(Miss::Unusable(format!("cannot read checksum: {err}"))),
-    };
-    let bytes = match std::fs::read(artifact) {
-        Ok(bytes) => bytes,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(Miss::Absent),
-        Err(err) => return Err(Miss::Unusable(format!("cannot read artifact: {err}"))),
-    };
-    let actual = sha256_hex(&bytes);
-    if actual != expected {
-        return Err(Miss::Unusable(format!(
-            "checksum mismatch (file has {actual}, checksum says {expected})"
-        )));
-    }
-    deserialize_own(engine, &bytes).map_err(|err| {
-        Miss::Unusable(format!(
-            "wasmtime refused it: {}",
-            super::error::one_line(&err)
-        ))
-    })
 }
 
 /// Loads an artifact this host wrote: bytes from `Component::serialize`, either just now in
@@ -103,38 +256,32 @@ pub(crate) fn read_artifact(engine: &Engine, artifact: &Path) -> Result<Componen
 pub(crate) fn deserialize_own(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
     // SAFETY: `Component::deserialize` trusts its input to be an artifact wasmtime produced;
     // loading arbitrary bytes as machine code would be unsound. Both callers pass only such
-    // artifacts: `read_artifact` passes the very buffer whose sha256 it just compared with the
-    // checksum we wrote next to the file after `Component::serialize` (so nothing can change
-    // between the check and the use), and `Plugin::variant` passes the output of
-    // `Component::serialize` made a moment earlier in this process. The cache file name carries
-    // the engine fingerprint, and wasmtime itself still refuses an artifact made for other engine
-    // settings or another wasmtime version.
+    // artifacts: `DiskCache::read` passes the very buffer whose HMAC it just verified under the
+    // host's secret key — a MAC only a holder of the key, i.e. a host that made the artifact
+    // with `Component::serialize`, can produce for this digest and engine fingerprint — so
+    // nothing can change between the check and the use; and `Plugin::variant` passes the output
+    // of `Component::serialize` made a moment earlier in this process. wasmtime itself still
+    // refuses an artifact made for other engine settings or another wasmtime version.
     #[allow(unsafe_code)]
     let loaded = unsafe { Component::deserialize(engine, bytes) };
     loaded
 }
 
-/// Writes an artifact and its checksum atomically (temporary file + rename each).
-pub(crate) fn write_artifact(artifact: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = artifact
-        .parent()
-        .ok_or_else(|| std::io::Error::other("artifact path has no directory"))?;
-    std::fs::create_dir_all(dir)?;
-    write_atomic(artifact, bytes)?;
-    write_atomic(&checksum_path(artifact), sha256_hex(bytes).as_bytes())
+/// A temporary name next to `path`, unique in this process.
+fn temp_path(path: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    PathBuf::from(name)
 }
 
+/// Writes `bytes` to `path` atomically (temporary file, fsync, rename).
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(format!(
-        ".tmp-{}-{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    let tmp = PathBuf::from(tmp_name);
+    let tmp = temp_path(path);
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
@@ -171,10 +318,12 @@ mod tests {
     fn cache_names_carry_digest_and_fingerprint() {
         let path = artifact_path(Path::new("/cache"), "abcd", "0123");
         assert_eq!(path, Path::new("/cache/abcd-0123.cwasm"));
+        assert_eq!(mac_path(&path), Path::new("/cache/abcd-0123.cwasm.mac"));
         assert_eq!(
-            checksum_path(&path),
-            Path::new("/cache/abcd-0123.cwasm.sha256")
+            default_key_path(Path::new("/home/w/cache")).as_deref(),
+            Some(Path::new("/home/w/cache.key"))
         );
+        assert_eq!(default_key_path(Path::new("/")), None);
     }
 
     #[test]
@@ -192,27 +341,63 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_truncated_and_missing_entries_are_misses() {
-        let dir = std::env::temp_dir().join(format!("weft-cache-test-{}", std::process::id()));
-        let engine = Engine::new(&wasmtime::Config::new()).expect("engine");
-        let artifact = artifact_path(&dir, "d", "f");
-        assert!(matches!(
-            read_artifact(&engine, &artifact),
-            Err(Miss::Absent)
-        ));
+    fn keys_are_made_once_private_and_reused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cache.key");
+        let made = CacheKey::load_or_create(&path).expect("made");
+        let again = CacheKey::load_or_create(&path).expect("read back");
+        assert_eq!(made.0, again.0);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&path)
+                .expect("key file")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(&path, b"short").expect("spoil the key");
+        let err = CacheKey::load_or_create(&path).expect_err("a spoiled key is refused");
+        assert!(err.to_string().contains("delete it"), "{err}");
+    }
 
-        write_artifact(&artifact, b"not an artifact").expect("write");
-        // Checksum matches but wasmtime refuses the bytes: a miss, not a crash.
+    #[test]
+    fn macs_bind_bytes_digest_and_fingerprint_to_the_key() {
+        let key = CacheKey([7; KEY_LEN]);
+        let tag = key.sign("d", "f", b"code");
+        assert!(key.verify("d", "f", b"code", &tag));
+        assert!(!key.verify("d", "f", b"code!", &tag));
+        assert!(!key.verify("e", "f", b"code", &tag));
+        assert!(!key.verify("d", "g", b"code", &tag));
+        assert!(!CacheKey([8; KEY_LEN]).verify("d", "f", b"code", &tag));
+        assert!(!key.verify("d", "f", b"code", &sha256_hex(b"code")));
+        assert!(!key.verify("d", "f", b"code", "not hex"));
+    }
+
+    #[test]
+    fn forged_corrupt_and_missing_entries_are_misses() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cache = DiskCache::open(&dir.path().join("cache"), None).expect("cache");
+        assert!(
+            dir.path().join("cache.key").is_file(),
+            "the key is next to the cache"
+        );
+        let engine = Engine::new(&wasmtime::Config::new()).expect("engine");
+        assert!(matches!(cache.read(&engine, "d", "f"), Err(Miss::Absent)));
+
+        let artifact = cache.write("d", "f", b"not an artifact").expect("write");
+        // The MAC verifies but wasmtime refuses the bytes: a miss, not a crash.
         assert!(matches!(
-            read_artifact(&engine, &artifact),
+            cache.read(&engine, "d", "f"),
             Err(Miss::Unusable(_))
         ));
 
-        std::fs::write(&artifact, b"not an artifac").expect("truncate");
-        match read_artifact(&engine, &artifact) {
-            Err(Miss::Unusable(why)) => assert!(why.contains("checksum"), "{why}"),
-            other => panic!("expected a checksum miss, got {:?}", other.map(|_| ())),
+        // Other bytes with a MAC recomputed without the key: refused before wasmtime sees them.
+        std::fs::write(&artifact, b"forged").expect("forge");
+        std::fs::write(mac_path(&artifact), sha256_hex(b"forged")).expect("forge the MAC");
+        match cache.read(&engine, "d", "f") {
+            Err(Miss::Unusable(why)) => assert!(why.contains("MAC"), "{why}"),
+            other => panic!("expected a MAC miss, got {:?}", other.map(|_| ())),
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

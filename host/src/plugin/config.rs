@@ -6,9 +6,13 @@ use std::time::Duration;
 /// How the plugin host is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostConfig {
-    /// Where compiled plugins are cached (`<digest>-<engine fingerprint>.cwasm` plus a
-    /// `.sha256` checksum). `None`: compile in memory only.
+    /// Where compiled plugins are cached (`<digest>-<engine fingerprint>.cwasm` plus a `.mac`
+    /// that authenticates it under the cache key). `None`: compile in memory only.
     pub cache_dir: Option<PathBuf>,
+    /// The file holding the secret key (32 random bytes, mode 0600, made when missing) that
+    /// authenticates cached native code. `None`: `<cache_dir>.key`, next to the cache directory
+    /// (for a home, `<home>/cache.key`). Keep it where no plugin is granted access.
+    pub cache_key: Option<PathBuf>,
     /// How often the epoch advances: the granularity of deadlines, and how often a busy guest
     /// yields to the tokio runtime (default 1 ms).
     pub epoch_tick: Duration,
@@ -28,6 +32,7 @@ impl Default for HostConfig {
     fn default() -> Self {
         Self {
             cache_dir: None,
+            cache_key: None,
             epoch_tick: Duration::from_millis(1),
             abort_grace: Duration::from_millis(2000),
             pool: PoolConfig::default(),

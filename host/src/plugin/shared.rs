@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::component::Component;
 
-use super::cache::{self, Miss};
+use super::cache::{DiskCache, Miss};
 use super::config::HostConfig;
 use super::engine::{Engines, LinkedEngine};
 use super::error::{PluginError, one_line};
@@ -16,6 +16,8 @@ use super::ticker::Ticker;
 pub(crate) struct HostShared {
     pub(crate) config: HostConfig,
     pub(crate) engines: Arc<Engines>,
+    /// The disk cache of compiled components, when there is one and its key could be read.
+    cache: Option<DiskCache>,
     compilations: AtomicU64,
     _ticker: Ticker,
 }
@@ -25,9 +27,20 @@ impl HostShared {
     pub(crate) fn new(config: HostConfig) -> Result<Self, PluginError> {
         let engines = Arc::new(Engines::new(&config)?);
         let ticker = Ticker::start(engines.clone(), config.epoch_tick)?;
+        let cache = config.cache_dir.as_deref().and_then(|dir| {
+            DiskCache::open(dir, config.cache_key.as_deref())
+                .inspect_err(|err| {
+                    tracing::warn!(
+                        cache = %dir.display(),
+                        "plugin cache disabled: {err}; plugins are compiled at every start"
+                    );
+                })
+                .ok()
+        });
         Ok(Self {
             config,
             engines,
+            cache,
             compilations: AtomicU64::new(0),
             _ticker: ticker,
         })
@@ -46,20 +59,15 @@ impl HostShared {
         wasm: &[u8],
         origin: &str,
     ) -> Result<Component, PluginError> {
-        let path = self
-            .config
-            .cache_dir
-            .as_ref()
-            .map(|dir| cache::artifact_path(dir, digest, &engine.fingerprint));
-        if let Some(path) = &path {
-            match cache::read_artifact(&engine.engine, path) {
+        if let Some(cache) = &self.cache {
+            match cache.read(&engine.engine, digest, &engine.fingerprint) {
                 Ok(component) => {
-                    tracing::debug!(%digest, path = %path.display(), "plugin loaded from cache");
+                    tracing::debug!(%digest, fingerprint = %engine.fingerprint, "plugin loaded from cache");
                     return Ok(component);
                 }
                 Err(Miss::Absent) => {}
                 Err(Miss::Unusable(why)) => {
-                    tracing::warn!(path = %path.display(), "cached plugin unusable ({why}); recompiling");
+                    tracing::warn!(%digest, fingerprint = %engine.fingerprint, "cached plugin unusable ({why}); recompiling");
                 }
             }
         }
@@ -70,11 +78,11 @@ impl HostShared {
         })?;
         self.compilations.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(%digest, engine = ?engine.kind, elapsed_ms = started.elapsed().as_millis() as u64, "plugin compiled");
-        if let Some(path) = &path {
+        if let Some(cache) = &self.cache {
             match component.serialize() {
                 Ok(bytes) => {
-                    if let Err(err) = cache::write_artifact(path, &bytes) {
-                        tracing::warn!(path = %path.display(), "cannot write the plugin cache: {err}");
+                    if let Err(err) = cache.write(digest, &engine.fingerprint, &bytes) {
+                        tracing::warn!(cache = %cache.dir.display(), "cannot write the plugin cache: {err}");
                     }
                 }
                 Err(err) => {
