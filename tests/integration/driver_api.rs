@@ -256,3 +256,128 @@ async fn s87_embedded_watch_from_past_the_last_event_ends_at_once() {
         assert!(past.is_empty(), "{:?}", kinds(&past));
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Stored entries this weft cannot read
+
+/// A stored JSON value, changed by `edit`.
+fn edited(bytes: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut value: Value = serde_json::from_slice(bytes).expect("stored JSON");
+    edit(&mut value);
+    serde_json::to_vec(&value).expect("JSON")
+}
+
+/// Writes bad entries into `home`'s store through the store's own interface: runs `newer`
+/// (snapshot of a newer format), `broken` (snapshot naming an entry the graph lacks),
+/// `garbled` (snapshot that is not JSON), `newgraph` (graph of a newer format) and `orphan`
+/// (running, no process drives it, first state of a newer format). `good` stays as it is.
+fn spoil(db: &std::path::Path) {
+    use weft::store::{NewRun, SledStore, Store};
+    let store = SledStore::open(db, 8).expect("open the store");
+    let snapshot = |run: &str| store.snapshot(run).expect("read").expect("a snapshot");
+    let newer = edited(&snapshot("newer"), |v| v["state"]["format"] = json!(7));
+    store.put_snapshot("newer", &newer).expect("write");
+    let broken = edited(&snapshot("broken"), |v| {
+        v["state"]["root"]["current"]["entry"] = json!(999)
+    });
+    store.put_snapshot("broken", &broken).expect("write");
+    store
+        .put_snapshot("garbled", b"{\"covers\": [")
+        .expect("write");
+
+    let definition = store.definition("good").expect("read").expect("graph");
+    let base = store.base("good").expect("read").expect("base");
+    let mut summary = store.summary("good").expect("read").expect("summary");
+    for (run, graph_format, state_format, status) in [
+        ("newgraph", 7, 1, RunStatus::Suspended),
+        ("orphan", 1, 7, RunStatus::Running),
+    ] {
+        summary.run_id = run.into();
+        summary.status = status;
+        let definition = edited(&definition, |v| v["format"] = json!(graph_format));
+        let base = edited(&base, |v| {
+            v["run_id"] = json!(run);
+            v["format"] = json!(state_format);
+        });
+        store
+            .create_run(NewRun {
+                summary: &summary,
+                definition: &definition,
+                plugins: &[],
+                base: &base,
+            })
+            .expect("create");
+    }
+    store.sync().expect("sync");
+}
+
+#[tokio::test]
+async fn stored_entries_of_a_newer_format_or_corrupt_are_refused_naming_the_run() {
+    let home = Home::new();
+    let file = home.file("twice.yaml", TWICE);
+    for run in ["good", "newer", "broken", "garbled"] {
+        let out = home.weft(&["run", path_str(&file), "--run-id", run]);
+        assert_eq!(out.code, 3, "{out:?}");
+    }
+    spoil(&home.home().join("db"));
+
+    let newer = "run newer: stored state has format 7, this weft reads format 1: upgrade weft";
+    let refusals = [
+        (&["show", "newer"][..], newer),
+        (&["resume", "newer", "--data", "{}"][..], newer),
+        (
+            &["show", "broken"][..],
+            "run broken: stored state is corrupt: ",
+        ),
+        (
+            &["resume", "broken", "--data", "{}"][..],
+            "run broken: stored state is corrupt: ",
+        ),
+        (
+            &["show", "garbled"][..],
+            "run garbled: stored state is corrupt: ",
+        ),
+        (
+            &["show", "newgraph"][..],
+            "run newgraph: stored graph has format 7, this weft reads format 1: upgrade weft",
+        ),
+        // With no selector and no data: recovery of the orphaned running run (S101).
+        (
+            &["resume", "orphan"][..],
+            "run orphan: stored state has format 7, this weft reads format 1: upgrade weft",
+        ),
+    ];
+    for (args, message) in refusals {
+        let out = home.weft(args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains(&format!("error: {message}")),
+            "{args:?}: {out:?}"
+        );
+        assert!(!out.stderr.contains("panicked"), "{args:?}: {out:?}");
+    }
+
+    // The other runs are unaffected.
+    assert_eq!(home.weft(&["runs"]).code, 0);
+    assert_eq!(home.show("good")["status"], "suspended");
+    let resumed = home.weft(&["resume", "good", "--data", "{}", "--json"]);
+    assert_eq!(resumed.code, 3, "suspended again at `second`: {resumed:?}");
+
+    // The same through the embedding API.
+    let rt = weft::driver::Runtime::open(&home.home(), crate::common::config()).expect("open");
+    let err = rt.show("newer").await.expect_err("refused").to_string();
+    assert_eq!(err, newer);
+    let err = rt
+        .resume("orphan", req(None, None, None, json!({})), true)
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        err.starts_with("run orphan: stored state has format 7"),
+        "{err}"
+    );
+    assert_eq!(
+        rt.show("good").await.expect("show").status,
+        RunStatus::Suspended
+    );
+}

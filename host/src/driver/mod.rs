@@ -6,6 +6,7 @@
 //! transition and then carries out the commands.
 
 mod actor;
+mod checked;
 mod record;
 mod sync;
 mod unrecoverable;
@@ -26,7 +27,7 @@ use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 pub use record::{RunRecord, StoredEvent};
 pub use unrecoverable::{HOST_ERROR, Recovery, Unrecovered};
 
-use record::{RecordIn, SnapshotIn};
+use record::RecordIn;
 use unrecoverable::is_unloadable;
 
 use actor::{Actor, Msg};
@@ -72,6 +73,30 @@ pub enum RuntimeError {
     /// A plugin could not be loaded.
     #[error(transparent)]
     Plugin(#[from] crate::plugin::PluginError),
+    /// A stored entry was written by a newer weft, in a format this one cannot read.
+    #[error(
+        "run {run}: stored {what} has format {found}, this weft reads format {reads}: upgrade weft"
+    )]
+    NewerFormat {
+        /// The run.
+        run: String,
+        /// Which entry: `graph`, `state`.
+        what: &'static str,
+        /// The entry's format.
+        found: u64,
+        /// The format this weft reads.
+        reads: u32,
+    },
+    /// A stored entry does not hold what this weft wrote.
+    #[error("run {run}: stored {what} is corrupt: {message}")]
+    CorruptEntry {
+        /// The run.
+        run: String,
+        /// Which entry: `graph`, `state`, `record`.
+        what: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// A stored value could not be read.
     #[error("stored run {run} is unreadable: {message}")]
     Corrupt {
@@ -245,14 +270,12 @@ impl Runtime {
             .into_iter()
             .filter_map(|(_, r)| r.log)
             .collect();
-        let base: RunState = self
+        let base = self
             .inner
             .store
             .base(source)?
-            .map(|b| serde_json::from_slice(&b))
-            .transpose()
-            .map_err(|e| corrupt(source, e))?
             .ok_or_else(|| RuntimeError::UnknownRun(source.into()))?;
+        let base = checked::base(source, &base, &src_graph)?;
         let graph = Arc::new(match workflow {
             Some(w) => w.graph.clone(),
             None => src_graph.clone(),
@@ -578,11 +601,10 @@ impl Runtime {
         let definition = store
             .definition(run_id)?
             .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
-        let graph: Graph = serde_json::from_slice(&definition).map_err(|e| corrupt(run_id, e))?;
+        let graph = checked::graph(run_id, &definition)?;
         let (mut state, mut last, from) = match store.snapshot(run_id)? {
             Some(bytes) => {
-                let snap: SnapshotIn =
-                    serde_json::from_slice(&bytes).map_err(|e| corrupt(run_id, e))?;
+                let snap = checked::snapshot(run_id, &bytes, &graph)?;
                 let (seq, sub) = snap.covers;
                 (snap.state, Some(snap.covers), (seq, sub + 1))
             }
@@ -590,9 +612,7 @@ impl Runtime {
                 let base = store
                     .base(run_id)?
                     .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
-                let state: RunState =
-                    serde_json::from_slice(&base).map_err(|e| corrupt(run_id, e))?;
-                (state, None, (0, 0))
+                (checked::base(run_id, &base, &graph)?, None, (0, 0))
             }
         };
         let records = read_records(&**store, run_id, from)?;
@@ -714,11 +734,7 @@ fn read_records(
     store
         .records(run_id, from)?
         .into_iter()
-        .map(|(at, bytes)| {
-            serde_json::from_slice(&bytes)
-                .map(|r| (at, r))
-                .map_err(|e| corrupt(run_id, e))
-        })
+        .map(|(at, bytes)| checked::record(run_id, &bytes).map(|r| (at, r)))
         .collect()
 }
 
