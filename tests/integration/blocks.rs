@@ -1336,6 +1336,7 @@ steps:
             "run-started",
             "step-started:nap",
             "step-waiting:nap",
+            "step-cancelled:nap",
             "run-cancelled"
         ]
     );

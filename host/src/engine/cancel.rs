@@ -1,9 +1,9 @@
 //! Cancel: what a cancel stops at once, and how suspended executions end `cancelled`
 //! (S74, S76–S78).
 
-use super::context::Cx;
+use super::context::{Cx, Frame};
+use super::drive::mark_cancelled;
 use super::nodes::{End, Item, Node, NodeKind, Phase, Seq, StepNode, StepWait};
-use super::records::StepStatus;
 use super::visit::visit_seq;
 
 /// The tokens of the invocations under way in `root`: a cancel aborts them (S76).
@@ -21,61 +21,59 @@ pub(crate) fn in_flight(root: &Seq) -> Vec<u64> {
     tokens
 }
 
-/// Marks every suspended execution under `node` `cancelled` (S74).
-pub(crate) fn cancel_suspended_in(node: &mut Node, cx: &mut Cx) {
+/// Marks every suspended execution under `node`, which sits at `frame`, `cancelled` (S74).
+pub(crate) fn cancel_suspended_in(node: &mut Node, frame: &Frame, cx: &mut Cx) {
     let now = cx.ts();
-    cancel_children(node, &now, cx);
+    cancel_children(node, frame, &now, cx);
 }
 
-/// Cancels the suspended executions directly under `node` (and, through them, below).
-fn cancel_children(node: &mut Node, now: &str, cx: &mut Cx) {
+/// Cancels the suspended executions directly under `node` (and, through them, below), each at
+/// its own item and iteration.
+fn cancel_children(node: &mut Node, frame: &Frame, now: &str, cx: &mut Cx) {
     match &mut node.kind {
         NodeKind::Step(s) => s.wait = StepWait::Nothing,
-        NodeKind::Parallel(arms) => arms.iter_mut().for_each(|a| cancel_node(a, now, cx)),
+        NodeKind::Parallel(arms) => arms.iter_mut().for_each(|a| cancel_node(a, frame, now, cx)),
         NodeKind::Branch(arms) => arms
             .iter_mut()
             .flatten()
-            .for_each(|a| cancel_node(a, now, cx)),
+            .for_each(|a| cancel_node(a, frame, now, cx)),
         NodeKind::Foreach(fe) => {
-            for item in fe.items.iter_mut() {
+            for (i, item) in fe.items.iter_mut().enumerate() {
                 if let Item::Active { body, .. } = item {
-                    cancel_seq(body, now, cx);
+                    let mut f = frame.clone();
+                    f.foreach_index = Some(i as u32);
+                    f.in_item = true;
+                    cancel_seq(body, &f, now, cx);
                     *item = Item::Done(End::Cancelled);
                 }
             }
         }
-        NodeKind::Loop { body, .. } | NodeKind::Nested(body) => cancel_seq(body, now, cx),
+        NodeKind::Loop { iteration, body } => {
+            let mut f = frame.clone();
+            f.iteration = Some(*iteration);
+            cancel_seq(body, &f, now, cx);
+        }
+        NodeKind::Nested(body) => cancel_seq(body, frame, now, cx),
         NodeKind::Plain | NodeKind::Sleep { .. } => {}
     }
 }
 
-fn cancel_seq(seq: &mut Seq, now: &str, cx: &mut Cx) {
+fn cancel_seq(seq: &mut Seq, frame: &Frame, now: &str, cx: &mut Cx) {
     if seq.phase == Phase::Suspended {
-        cancel_node(&mut seq.current, now, cx);
+        cancel_node(&mut seq.current, frame, now, cx);
         seq.phase = Phase::Done(End::Cancelled);
     }
 }
 
-/// Ends a suspended execution `cancelled`, with everything suspended inside it.
-fn cancel_node(node: &mut Node, now: &str, cx: &mut Cx) {
+/// Ends a suspended execution `cancelled`, with everything suspended inside it first.
+fn cancel_node(node: &mut Node, frame: &Frame, now: &str, cx: &mut Cx) {
     if node.phase != Phase::Suspended {
         return;
     }
-    cancel_children(node, now, cx);
+    cancel_children(node, frame, now, cx);
     node.phase = Phase::Done(End::Cancelled);
-    let path = &cx.graph.entry(node.entry).path;
-    if let Some(rec) = cx.records.get_mut(path) {
-        if let Some(items) = &mut rec.items {
-            for item in items
-                .iter_mut()
-                .filter(|i| i.status == StepStatus::Suspended)
-            {
-                item.status = StepStatus::Cancelled;
-            }
-        }
-        rec.status = StepStatus::Cancelled;
-        rec.ended_at = Some(now.to_owned());
-    }
+    let entry = cx.graph.entry(node.entry);
+    mark_cancelled(frame, entry, cx, now.to_owned());
 }
 
 #[cfg(test)]
@@ -191,5 +189,138 @@ mod tests {
             err.to_string(),
             "run run has already ended (status: cancelled)"
         );
+    }
+
+    /// The `step-cancelled` events: path, item and iteration, in order.
+    fn step_cancelled(sim: &Sim) -> Vec<(String, Option<u32>, Option<u32>)> {
+        sim.events
+            .iter()
+            .filter(|t| t.kind == EventKind::StepCancelled)
+            .map(|t| {
+                (
+                    t.path.clone().unwrap_or_default(),
+                    t.foreach_index,
+                    t.iteration,
+                )
+            })
+            .collect()
+    }
+
+    /// Every record (and item record) that says `cancelled`.
+    fn cancelled_records(sim: &Sim) -> Vec<(String, Option<u32>)> {
+        let mut out = Vec::new();
+        for (path, rec) in &sim.run.records {
+            match &rec.items {
+                Some(items) => out.extend(
+                    items
+                        .iter()
+                        .filter(|i| i.status == StepStatus::Cancelled)
+                        .map(|i| (path.clone(), Some(i.index))),
+                ),
+                None if rec.status == StepStatus::Cancelled => out.push((path.clone(), None)),
+                None => {}
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Each cancelled record has exactly one `step-cancelled`, and all come before
+    /// `run-cancelled`, which is last.
+    fn one_event_per_cancelled_record(sim: &Sim) {
+        let mut seen: Vec<_> = step_cancelled(sim)
+            .into_iter()
+            .map(|(p, i, _)| (p, i))
+            .collect();
+        seen.sort();
+        assert_eq!(seen, cancelled_records(sim));
+        assert_eq!(sim.kinds().last(), Some(&EventKind::RunCancelled));
+    }
+
+    #[test]
+    fn s76_a_cancelled_suspended_step_gets_step_cancelled_with_its_item_and_iteration() {
+        let mut sim = Sim::new(
+            file(
+                "w",
+                vec![super::super::sim::do_until(
+                    "l",
+                    "true",
+                    None,
+                    vec![foreach("f", 2, vec![step("s")])],
+                )],
+            ),
+            json!([1, 2]),
+        )
+        .on_call("l.f.s", |_| suspend(json!({}), &[]))
+        .started();
+        assert_eq!(sim.status(), RunStatus::Suspended);
+        sim.cancel().expect("accepted");
+        let mut events = step_cancelled(&sim);
+        events.sort();
+        assert_eq!(
+            events,
+            [
+                ("l".to_owned(), None, None),
+                ("l.f".to_owned(), None, Some(1)),
+                ("l.f.s".to_owned(), Some(0), Some(1)),
+                ("l.f.s".to_owned(), Some(1), Some(1)),
+            ]
+        );
+        one_event_per_cancelled_record(&sim);
+    }
+
+    #[test]
+    fn s76_s77_a_running_step_cancelled_when_its_invocation_returns_gets_step_cancelled() {
+        let mut sim = Sim::new(file("w", vec![step("a")]), json!({}))
+            .on("a", [Answer::Hold])
+            .started();
+        sim.cancel().expect("accepted");
+        assert_eq!(
+            sim.kinds_of("a"),
+            [EventKind::StepStarted, EventKind::StepCancelled]
+        );
+        one_event_per_cancelled_record(&sim);
+    }
+
+    #[test]
+    fn s74_steps_cancelled_because_a_sibling_failed_get_step_cancelled_before_the_run_ends() {
+        let sim = Sim::new(
+            file("w", vec![parallel("p", vec![step("a"), step("b")])]),
+            json!({}),
+        )
+        .on("p.a", [suspend(json!({}), &[])])
+        .on("p.b", [fail("boom")])
+        .started();
+        assert_eq!(sim.status(), RunStatus::Failed);
+        assert_eq!(
+            sim.kinds_of("p.a"),
+            [
+                EventKind::StepStarted,
+                EventKind::StepSuspended,
+                EventKind::StepCancelled
+            ]
+        );
+        assert_eq!(sim.kinds().last(), Some(&EventKind::RunFailed));
+    }
+
+    #[test]
+    fn s76_sleeps_retry_waits_and_their_blocks_get_step_cancelled() {
+        let mut sim = Sim::new(
+            file(
+                "w",
+                vec![parallel(
+                    "p",
+                    vec![sleep_ms("z", 60_000), step("a").retry(3, 60_000, 1.0, None)],
+                )],
+            ),
+            json!({}),
+        )
+        .on("p.a", [fail("x")]);
+        sim.feed(Event::Start { at: sim.now }).expect("started");
+        sim.drain();
+        sim.feed(Event::Cancel { at: sim.now }).expect("accepted");
+        let events: Vec<String> = step_cancelled(&sim).into_iter().map(|(p, ..)| p).collect();
+        assert_eq!(events, ["p.z", "p.a", "p"]);
+        one_event_per_cancelled_record(&sim);
     }
 }

@@ -78,6 +78,8 @@ pub enum EventKind {
     StepSuspended,
     /// A sleep waits.
     StepWaiting,
+    /// An execution ended `cancelled`: by a cancel, or by the end of the run around it (S74).
+    StepCancelled,
     /// A resume was accepted.
     RunResumed,
     /// The run succeeded.

@@ -196,15 +196,7 @@ pub(crate) fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mu
                 cx.emit(frame, EventKind::StepFailed, &entry.path, data);
             }
         }
-        End::Cancelled => {
-            cx.record(frame, entry, |rec, item| {
-                rec.status = StepStatus::Cancelled;
-                rec.ended_at = Some(now);
-                if let Some(item) = item {
-                    item.status = StepStatus::Cancelled;
-                }
-            });
-        }
+        End::Cancelled => mark_cancelled(frame, entry, cx, now),
     }
     node.phase = Phase::Done(end);
 }
@@ -212,4 +204,18 @@ pub(crate) fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mu
 /// The first entry of a block's `do:` body.
 pub(crate) fn first_body(graph: &Graph, entry: EntryId) -> EntryId {
     list_entries(graph, ListRef::Body(entry))[0]
+}
+
+/// Marks an execution's record (inside an item, its item) `cancelled` and emits
+/// `step-cancelled`, inside items too, with the item and iteration like every step event: the
+/// one closing event of an execution a cancel or the end of the run around it ends (S74, S76).
+pub(crate) fn mark_cancelled(frame: &Frame, entry: &EntryDef, cx: &mut Cx, now: String) {
+    cx.record(frame, entry, |rec, item| {
+        rec.status = StepStatus::Cancelled;
+        rec.ended_at = Some(now);
+        if let Some(item) = item {
+            item.status = StepStatus::Cancelled;
+        }
+    });
+    cx.emit(frame, EventKind::StepCancelled, &entry.path, json!({}));
 }

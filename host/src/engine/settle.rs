@@ -97,7 +97,7 @@ pub(crate) fn finish_arms(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: 
             End::Success(Value::Object(out))
         }
     };
-    cancel_suspended_in(node, cx);
+    cancel_suspended_in(node, frame, cx);
     end_node(node, entry, frame, cx, end);
 }
 

@@ -192,7 +192,7 @@ pub(crate) fn drive_foreach(
     };
     let prefix = format!("{}/{}#", frame.scopes[0], entry.path);
     cx.results.retain(|k, _| !k.starts_with(&prefix));
-    cancel_suspended_in(node, cx);
+    cancel_suspended_in(node, frame, cx);
     end_node(node, entry, frame, cx, end);
 }
 
