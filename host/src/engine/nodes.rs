@@ -33,18 +33,6 @@ impl Seq {
     }
 }
 
-impl Node {
-    /// An execution of `entry` with `input`, not started.
-    pub fn new(entry: EntryId, input: Value) -> Self {
-        Node {
-            entry,
-            input,
-            phase: Phase::New,
-            kind: NodeKind::Plain,
-        }
-    }
-}
-
 /// Names an entry list of the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ListRef {
@@ -93,6 +81,18 @@ pub struct Node {
     pub phase: Phase,
     /// Its kind's own state.
     pub kind: NodeKind,
+}
+
+impl Node {
+    /// An execution of `entry` with `input`, not started.
+    pub fn new(entry: EntryId, input: Value) -> Self {
+        Node {
+            entry,
+            input,
+            phase: Phase::New,
+            kind: NodeKind::Plain,
+        }
+    }
 }
 
 /// The kind-specific state of an execution.
