@@ -10,6 +10,7 @@ use super::cache::{DiskCache, Miss};
 use super::config::HostConfig;
 use super::engine::{Engines, LinkedEngine};
 use super::error::{PluginError, one_line};
+use super::grants::Protected;
 use super::ticker::Ticker;
 
 /// The state shared by a [`PluginHost`](super::PluginHost) and its plugins.
@@ -18,6 +19,8 @@ pub(crate) struct HostShared {
     pub(crate) engines: Arc<Engines>,
     /// The disk cache of compiled components, when there is one and its key could be read.
     cache: Option<DiskCache>,
+    /// The host's own paths no grant may expose: the home, the cache and its key.
+    pub(crate) protected: Vec<Protected>,
     compilations: AtomicU64,
     _ticker: Ticker,
 }
@@ -37,10 +40,26 @@ impl HostShared {
                 })
                 .ok()
         });
+        let mut protected = Vec::new();
+        if let Some(home) = &config.home {
+            protected.push(Protected::new("the weft home", home));
+        }
+        match &cache {
+            Some(cache) => {
+                protected.push(Protected::new("the plugin cache", &cache.dir));
+                protected.push(Protected::new("the plugin cache key", &cache.key_path));
+            }
+            None => {
+                if let Some(dir) = &config.cache_dir {
+                    protected.push(Protected::new("the plugin cache", dir));
+                }
+            }
+        }
         Ok(Self {
             config,
             engines,
             cache,
+            protected,
             compilations: AtomicU64::new(0),
             _ticker: ticker,
         })
