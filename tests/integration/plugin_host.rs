@@ -302,3 +302,94 @@ async fn an_invocation_whose_grants_expose_the_home_fails_before_the_guest_start
     );
     assert!(!home.join("new-file").exists(), "the guest did not run");
 }
+
+/// A tiny valid component whose one export, `run: async func()`, is lifted with the async ABI
+/// (`canon lift ... async (callback ...)`), as jco's QuickJS backend emits by default.
+fn async_lifted_component() -> Vec<u8> {
+    use wasm_encoder::{
+        Alias, CanonicalFunctionSection, CanonicalOption, CodeSection, ComponentAliasSection,
+        ComponentExportKind, ComponentExportSection, ComponentTypeSection, ExportKind,
+        ExportSection, Function, FunctionSection, InstanceSection, Module, ModuleArg,
+        ModuleSection, TypeSection, ValType,
+    };
+    let mut module = Module::new();
+    let mut types = TypeSection::new();
+    types.ty().function([], [ValType::I32]);
+    types.ty().function([ValType::I32; 3], [ValType::I32]);
+    module.section(&types);
+    let mut funcs = FunctionSection::new();
+    funcs.function(0).function(1);
+    module.section(&funcs);
+    let mut exports = ExportSection::new();
+    exports
+        .export("run", ExportKind::Func, 0)
+        .export("callback", ExportKind::Func, 1);
+    module.section(&exports);
+    let mut code = CodeSection::new();
+    for _ in 0..2 {
+        // 0: the task exited.
+        let mut body = Function::new([]);
+        body.instructions().i32_const(0).end();
+        code.function(&body);
+    }
+    module.section(&code);
+
+    let mut component = wasm_encoder::Component::new();
+    component.section(&ModuleSection(&module));
+    let mut instances = InstanceSection::new();
+    instances.instantiate(0, Vec::<(&str, ModuleArg)>::new());
+    component.section(&instances);
+    let mut aliases = ComponentAliasSection::new();
+    for name in ["run", "callback"] {
+        aliases.alias(Alias::CoreInstanceExport {
+            instance: 0,
+            kind: ExportKind::Func,
+            name,
+        });
+    }
+    component.section(&aliases);
+    let mut types = ComponentTypeSection::new();
+    types
+        .function()
+        .async_(true)
+        .params(Vec::<(&str, wasm_encoder::ComponentValType)>::new())
+        .result(None);
+    component.section(&types);
+    let mut canon = CanonicalFunctionSection::new();
+    canon.lift(0, 0, [CanonicalOption::Async, CanonicalOption::Callback(1)]);
+    component.section(&canon);
+    let mut exports = ComponentExportSection::new();
+    exports.export("run", ComponentExportKind::Func, 0, None);
+    component.section(&exports);
+    component.finish()
+}
+
+#[tokio::test]
+async fn a_component_using_the_async_abi_is_refused_naming_the_feature_and_the_fix() {
+    let wasm = async_lifted_component();
+    // Valid for an engine with the async ABI: the refusal is about the feature, nothing else.
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&wasm)
+        .expect("a valid component");
+    let host = PluginHost::new(HostConfig {
+        pool: PoolConfig {
+            slots: 4,
+            ..PoolConfig::default()
+        },
+        ..HostConfig::default()
+    })
+    .expect("plugin host");
+    let err = host
+        .load(&wasm, None)
+        .await
+        .expect_err("refused")
+        .to_string();
+    for part in [
+        "component-model-async",
+        "an async-lifted export",
+        "--backend-qjs-disable-async",
+    ] {
+        assert!(err.contains(part), "`{part}` missing from: {err}");
+    }
+    assert!(!err.contains('\n'), "one line: {err}");
+}

@@ -29,6 +29,7 @@
 // but failures are the cold path and boxing it everywhere would only obscure the code.
 #![allow(clippy::result_large_err)]
 
+mod abi;
 mod abort;
 mod bindings;
 mod cache;

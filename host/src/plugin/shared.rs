@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::component::Component;
 
+use super::abi;
 use super::cache::{DiskCache, Miss};
 use super::config::HostConfig;
 use super::engine::{Engines, LinkedEngine};
@@ -91,10 +92,17 @@ impl HostShared {
             }
         }
         let started = std::time::Instant::now();
-        let component = Component::new(&engine.engine, wasm).map_err(|e| PluginError::Compile {
-            origin: origin.to_string(),
-            message: one_line(&e),
-        })?;
+        let component =
+            Component::new(&engine.engine, wasm).map_err(|e| match abi::async_abi_use(wasm) {
+                Some(uses) => PluginError::AsyncAbi {
+                    origin: origin.to_string(),
+                    uses: uses.to_string(),
+                },
+                None => PluginError::Compile {
+                    origin: origin.to_string(),
+                    message: one_line(&e),
+                },
+            })?;
         self.compilations.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(%digest, engine = ?engine.kind, elapsed_ms = started.elapsed().as_millis() as u64, "plugin compiled");
         if let Some(cache) = &self.cache {
