@@ -177,3 +177,219 @@ async fn cached_native_code_forged_by_whoever_can_write_the_cache_is_recompiled(
     runs_testkit_inc(&next.load(&testkit, None).await.expect("loads")).await;
     assert_eq!(next.compilations(), 0);
 }
+
+/// Every file under `dir` with its contents' sha256, sorted.
+fn tree(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let bytes = std::fs::read(&path).expect("read file");
+                out.push((path, sha256_hex(&bytes)));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The fs-escape step of the hostile plugin writes `<config.dir>/new-file`: with `grant` granted
+/// read-write as `/data`, it would write `/data/<under>/new-file`.
+fn writes_into(grant: &str, under: &str) -> String {
+    let mut workflow: Value = serde_json::from_str(&hostile(
+        "fs-escape",
+        json!({"grants": {"dirs": [{"host": grant, "guest": "/data", "mode": "rw"}]}}),
+    ))
+    .expect("json");
+    workflow["steps"][0]["config"] = json!({"dir": format!("/data/{under}")});
+    workflow.to_string()
+}
+
+#[tokio::test]
+async fn grants_that_contain_are_or_lie_inside_the_home_are_refused_before_anything_runs() {
+    let env = Env::new();
+    let home = env.rt.home().to_path_buf();
+    let canonical_home = home.canonicalize().expect("home");
+    let before = tree(&home);
+    for (case, workflow, relation) in [
+        // The workflow's directory `.` holds the home (the CLI's default home is `./.weft`).
+        (
+            "the workflow's directory",
+            writes_into(".", "home"),
+            "contains",
+        ),
+        (
+            "the home itself",
+            writes_into(&home.display().to_string(), ""),
+            "is the weft home",
+        ),
+        (
+            "a directory inside the home",
+            writes_into(&home.join("db").display().to_string(), ".."),
+            "is inside the weft home",
+        ),
+    ] {
+        let path = env.file("grants-home.json", &workflow);
+        let err = match env.rt.load_workflow(&path).await {
+            Ok(_) => panic!("{case}: the workflow was accepted"),
+            Err(err) => err.to_string(),
+        };
+        for part in [
+            "plugin `h`",
+            "grants.dirs",
+            relation,
+            &canonical_home.display().to_string(),
+            "grant a directory outside",
+        ] {
+            assert!(err.contains(part), "{case}: `{part}` missing from: {err}");
+        }
+    }
+    assert!(
+        env.rt.runs(None, None).expect("runs").is_empty(),
+        "no run was made"
+    );
+    assert_eq!(tree(&home), before, "nothing in the home changed");
+}
+
+#[tokio::test]
+async fn an_invocation_whose_grants_expose_the_home_fails_before_the_guest_starts() {
+    // A run stored before its workflow was checked reaches the host with such a grant anyway.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let host = PluginHost::new(HostConfig {
+        home: Some(home.clone()),
+        pool: PoolConfig {
+            slots: 4,
+            ..PoolConfig::default()
+        },
+        ..HostConfig::default()
+    })
+    .expect("plugin host");
+    let plugin = host
+        .load(&std::fs::read(weft_guests::HOSTILE).expect("hostile"), None)
+        .await
+        .expect("loads");
+    let sandbox: Sandbox = serde_json::from_value(json!({"grants": {"dirs": [
+        {"host": dir.path(), "guest": "/data", "mode": "rw"}
+    ]}}))
+    .expect("sandbox");
+    let call = StepCall {
+        run_id: "run-1".into(),
+        workflow_id: "wf".into(),
+        step_path: "h".into(),
+        attempt: 0,
+        input: json!({}),
+        config: json!({"dir": "/data/home"}),
+        state: json!({}),
+        resume: None,
+        foreach_index: None,
+        iteration: None,
+    };
+    let io = Invocation::new(Arc::new(DiscardEvents), Arc::new(NoRun));
+    let result = plugin.execute("fs-escape", &call, &sandbox, io).await;
+    let failure = result.outcome.expect_err("refused");
+    assert_eq!(failure.code, "sandbox-error", "{failure:?}");
+    assert!(!failure.retryable);
+    assert!(
+        failure.message.contains("contains the weft home"),
+        "{}",
+        failure.message
+    );
+    assert!(!home.join("new-file").exists(), "the guest did not run");
+}
+
+/// A tiny valid component whose one export, `run: async func()`, is lifted with the async ABI
+/// (`canon lift ... async (callback ...)`), as jco's QuickJS backend emits by default.
+fn async_lifted_component() -> Vec<u8> {
+    use wasm_encoder::{
+        Alias, CanonicalFunctionSection, CanonicalOption, CodeSection, ComponentAliasSection,
+        ComponentExportKind, ComponentExportSection, ComponentTypeSection, ExportKind,
+        ExportSection, Function, FunctionSection, InstanceSection, Module, ModuleArg,
+        ModuleSection, TypeSection, ValType,
+    };
+    let mut module = Module::new();
+    let mut types = TypeSection::new();
+    types.ty().function([], [ValType::I32]);
+    types.ty().function([ValType::I32; 3], [ValType::I32]);
+    module.section(&types);
+    let mut funcs = FunctionSection::new();
+    funcs.function(0).function(1);
+    module.section(&funcs);
+    let mut exports = ExportSection::new();
+    exports
+        .export("run", ExportKind::Func, 0)
+        .export("callback", ExportKind::Func, 1);
+    module.section(&exports);
+    let mut code = CodeSection::new();
+    for _ in 0..2 {
+        // 0: the task exited.
+        let mut body = Function::new([]);
+        body.instructions().i32_const(0).end();
+        code.function(&body);
+    }
+    module.section(&code);
+
+    let mut component = wasm_encoder::Component::new();
+    component.section(&ModuleSection(&module));
+    let mut instances = InstanceSection::new();
+    instances.instantiate(0, Vec::<(&str, ModuleArg)>::new());
+    component.section(&instances);
+    let mut aliases = ComponentAliasSection::new();
+    for name in ["run", "callback"] {
+        aliases.alias(Alias::CoreInstanceExport {
+            instance: 0,
+            kind: ExportKind::Func,
+            name,
+        });
+    }
+    component.section(&aliases);
+    let mut types = ComponentTypeSection::new();
+    types
+        .function()
+        .async_(true)
+        .params(Vec::<(&str, wasm_encoder::ComponentValType)>::new())
+        .result(None);
+    component.section(&types);
+    let mut canon = CanonicalFunctionSection::new();
+    canon.lift(0, 0, [CanonicalOption::Async, CanonicalOption::Callback(1)]);
+    component.section(&canon);
+    let mut exports = ComponentExportSection::new();
+    exports.export("run", ComponentExportKind::Func, 0, None);
+    component.section(&exports);
+    component.finish()
+}
+
+#[tokio::test]
+async fn a_component_using_the_async_abi_is_refused_naming_the_feature_and_the_fix() {
+    let wasm = async_lifted_component();
+    // Valid for an engine with the async ABI: the refusal is about the feature, nothing else.
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&wasm)
+        .expect("a valid component");
+    let host = PluginHost::new(HostConfig {
+        pool: PoolConfig {
+            slots: 4,
+            ..PoolConfig::default()
+        },
+        ..HostConfig::default()
+    })
+    .expect("plugin host");
+    let err = host
+        .load(&wasm, None)
+        .await
+        .expect_err("refused")
+        .to_string();
+    for part in [
+        "component-model-async",
+        "an async-lifted export",
+        "--backend-qjs-disable-async",
+    ] {
+        assert!(err.contains(part), "`{part}` missing from: {err}");
+    }
+    assert!(!err.contains('\n'), "one line: {err}");
+}

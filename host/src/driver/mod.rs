@@ -163,6 +163,7 @@ impl Runtime {
         if config.host.cache_dir.is_none() {
             config.host.cache_dir = Some(home.join("cache"));
         }
+        config.host.home = Some(home.to_path_buf());
         let host = PluginHost::new(config.host.clone())?;
         Ok(Runtime {
             inner: Arc::new(Inner {

@@ -166,6 +166,7 @@ pub(crate) fn default_key_path(cache_dir: &Path) -> Option<PathBuf> {
 #[derive(Debug, Clone)]
 pub(crate) struct DiskCache {
     pub(crate) dir: PathBuf,
+    pub(crate) key_path: PathBuf,
     pub(crate) key: CacheKey,
 }
 
@@ -186,7 +187,7 @@ impl DiskCache {
             })?,
         };
         let key = CacheKey::load_or_create(&key_path)?;
-        Ok(Self { dir, key })
+        Ok(Self { dir, key_path, key })
     }
 
     /// Loads the entry of `digest` for `engine` (whose fingerprint is `fingerprint`), after

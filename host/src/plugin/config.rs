@@ -13,6 +13,10 @@ pub struct HostConfig {
     /// authenticates cached native code. `None`: `<cache_dir>.key`, next to the cache directory
     /// (for a home, `<home>/cache.key`). Keep it where no plugin is granted access.
     pub cache_key: Option<PathBuf>,
+    /// The weft home the host serves. No plugin may be granted a directory that is the home,
+    /// lies inside it, or contains it (nor one overlapping the plugin cache or its key): the
+    /// guest could rewrite runs or cached native code. `None`: only the cache is protected.
+    pub home: Option<PathBuf>,
     /// How often the epoch advances: the granularity of deadlines, and how often a busy guest
     /// yields to the tokio runtime (default 1 ms).
     pub epoch_tick: Duration,
@@ -33,6 +37,7 @@ impl Default for HostConfig {
         Self {
             cache_dir: None,
             cache_key: None,
+            home: None,
             epoch_tick: Duration::from_millis(1),
             abort_grace: Duration::from_millis(2000),
             pool: PoolConfig::default(),

@@ -62,6 +62,22 @@ pub enum PluginError {
         message: String,
     },
 
+    /// The component uses the component-model-async ABI, which the host's engines do not
+    /// enable.
+    #[error(
+        "cannot load {origin}: it uses the component-model-async ABI ({uses}), which weft does \
+         not enable (wasmtime's `component-model-async` feature slows every call); build the \
+         component with synchronous exports and imports: for jco's QuickJS backend pass \
+         `--backend-qjs-disable-async`; Rust components built with wit-bindgen's default \
+         bindings do not use it"
+    )]
+    AsyncAbi {
+        /// The plugin that was compiled.
+        origin: String,
+        /// Its first use of the async ABI, e.g. `an async-lifted export`.
+        uses: String,
+    },
+
     /// The component imports something weft does not provide.
     #[error(
         "cannot link {origin}: {message}; weft provides WASI 0.2 (cli, clocks, filesystem, \

@@ -1,6 +1,8 @@
 //! What a guest may reach, from its `grants:` alone: WASI with the granted directories and
-//! environment (no inherited env, args, stdin or sockets), and the HTTP hosts it may call.
+//! environment (no inherited env, args, stdin or sockets), and the HTTP hosts it may call; and
+//! the host's own directories (the home, the plugin cache and its key) that no grant may expose.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
@@ -54,6 +56,59 @@ pub(crate) fn wasi_from_grants(
         }
     }
     Ok((wasi.build(), allowed.into()))
+}
+
+/// A path of the host's own that no grant may expose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Protected {
+    /// What it is, for messages: `the weft home`.
+    pub(crate) what: &'static str,
+    /// The path, canonical when it exists.
+    pub(crate) path: PathBuf,
+}
+
+impl Protected {
+    /// `path` (canonicalized when it exists) as `what`.
+    pub(crate) fn new(what: &'static str, path: &Path) -> Self {
+        Self {
+            what,
+            path: canonical(path),
+        }
+    }
+}
+
+/// `path` with links and `..` resolved when it exists, else as given.
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Why a granted directory exposes a protected path, when it does: it is the path, lies inside
+/// it, or contains it.
+pub(crate) fn exposure(grants: &Grants, protected: &[Protected]) -> Option<String> {
+    for dir in &grants.dirs {
+        let granted = canonical(&dir.host);
+        for p in protected {
+            let relation = if granted == p.path {
+                "is"
+            } else if granted.starts_with(&p.path) {
+                "is inside"
+            } else if p.path.starts_with(&granted) {
+                "contains"
+            } else {
+                continue;
+            };
+            return Some(format!(
+                "grants.dirs host `{}` {relation} {} ({}): a plugin granted it could change \
+                 weft's own runs and cached native code; grant a directory outside {}, or keep \
+                 the home elsewhere (`--home` / WEFT_HOME)",
+                dir.host.display(),
+                p.what,
+                p.path.display(),
+                p.path.display(),
+            ));
+        }
+    }
+    None
 }
 
 /// A grant that cannot be honoured.

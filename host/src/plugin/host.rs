@@ -10,8 +10,10 @@ use super::cache;
 use super::config::HostConfig;
 use super::engine::EngineKind;
 use super::error::PluginError;
+use super::grants;
 use super::io::lock;
 use super::loaded::Plugin;
+use super::sandbox::Sandbox;
 use super::shared::HostShared;
 
 /// Pooling allocator slots in use, from [`PluginHost::pool_usage`].
@@ -99,6 +101,19 @@ impl PluginHost {
     /// How many times a component was compiled by this host (not loaded from the disk cache).
     pub fn compilations(&self) -> u64 {
         self.inner.shared.compilations()
+    }
+
+    /// Checks a plugin's sandbox before any invocation: what [`Sandbox::check`] checks, and that
+    /// no granted directory is, lies inside, or contains the home, the plugin cache or its key.
+    ///
+    /// Call it when a workflow file is loaded; an invocation with a sandbox that fails it fails
+    /// with code `sandbox-error` before the guest starts.
+    pub fn check_sandbox(&self, sandbox: &Sandbox) -> Result<(), PluginError> {
+        sandbox.check()?;
+        match grants::exposure(&sandbox.grants, &self.inner.shared.protected) {
+            Some(message) => Err(PluginError::InvalidSandbox { message }),
+            None => Ok(()),
+        }
     }
 
     /// Loads a plugin from its bytes, checking them against `pin` (hex sha256, optionally

@@ -3,8 +3,16 @@
 //! A [`PluginHost`] (one per process) owns the wasmtime engines: component model, async calls,
 //! epoch interruption, a pooling allocator with an on-demand fallback, and a separate
 //! fuel-metering engine for plugins whose limits set `fuel`. [`PluginHost::load`] compiles a
-//! component once per content digest (cached on disk keyed by digest and engine fingerprint),
-//! links it against WASI 0.2, wasi-http and the `weft:plugin` imports, and calls its `describe`.
+//! component once per content digest (cached on disk keyed by digest and engine fingerprint and
+//! authenticated by an HMAC under the home's `cache.key`), links it against WASI 0.2, wasi-http
+//! and the `weft:plugin` imports, and calls its `describe`. A component that uses the
+//! component-model-async ABI is refused (the engines do not enable it).
+//!
+//! Modules: `engine` (wasmtime settings, pooling, linker), `ticker` (epochs), `shared` (what a
+//! host and its plugins share; compile or load from `cache`), `loaded` and `loaded::invoke` (a
+//! plugin and one guest call), `grants` (WASI from `grants:`, and the paths no grant may
+//! expose), the imports `writer`, `abort`, `run`, `log`, `http`, and `events`/`stdio` (output
+//! in call order, with limits).
 //!
 //! Each [`Plugin::execute`] or [`Plugin::call_tool`] gets a fresh store and instance whose WASI
 //! comes from the [`Sandbox`] alone. Everything a guest does — traps, panics, exits, memory
@@ -29,6 +37,7 @@
 // but failures are the cold path and boxing it everywhere would only obscure the code.
 #![allow(clippy::result_large_err)]
 
+mod abi;
 mod abort;
 mod bindings;
 mod cache;

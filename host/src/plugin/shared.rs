@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::component::Component;
 
+use super::abi;
 use super::cache::{DiskCache, Miss};
 use super::config::HostConfig;
 use super::engine::{Engines, LinkedEngine};
 use super::error::{PluginError, one_line};
+use super::grants::Protected;
 use super::ticker::Ticker;
 
 /// The state shared by a [`PluginHost`](super::PluginHost) and its plugins.
@@ -18,6 +20,8 @@ pub(crate) struct HostShared {
     pub(crate) engines: Arc<Engines>,
     /// The disk cache of compiled components, when there is one and its key could be read.
     cache: Option<DiskCache>,
+    /// The host's own paths no grant may expose: the home, the cache and its key.
+    pub(crate) protected: Vec<Protected>,
     compilations: AtomicU64,
     _ticker: Ticker,
 }
@@ -37,10 +41,26 @@ impl HostShared {
                 })
                 .ok()
         });
+        let mut protected = Vec::new();
+        if let Some(home) = &config.home {
+            protected.push(Protected::new("the weft home", home));
+        }
+        match &cache {
+            Some(cache) => {
+                protected.push(Protected::new("the plugin cache", &cache.dir));
+                protected.push(Protected::new("the plugin cache key", &cache.key_path));
+            }
+            None => {
+                if let Some(dir) = &config.cache_dir {
+                    protected.push(Protected::new("the plugin cache", dir));
+                }
+            }
+        }
         Ok(Self {
             config,
             engines,
             cache,
+            protected,
             compilations: AtomicU64::new(0),
             _ticker: ticker,
         })
@@ -72,10 +92,17 @@ impl HostShared {
             }
         }
         let started = std::time::Instant::now();
-        let component = Component::new(&engine.engine, wasm).map_err(|e| PluginError::Compile {
-            origin: origin.to_string(),
-            message: one_line(&e),
-        })?;
+        let component =
+            Component::new(&engine.engine, wasm).map_err(|e| match abi::async_abi_use(wasm) {
+                Some(uses) => PluginError::AsyncAbi {
+                    origin: origin.to_string(),
+                    uses: uses.to_string(),
+                },
+                None => PluginError::Compile {
+                    origin: origin.to_string(),
+                    message: one_line(&e),
+                },
+            })?;
         self.compilations.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(%digest, engine = ?engine.kind, elapsed_ms = started.elapsed().as_millis() as u64, "plugin compiled");
         if let Some(cache) = &self.cache {

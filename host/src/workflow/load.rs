@@ -117,6 +117,7 @@ pub async fn load_workflow_with(
         plugins: &plugins,
         by_path: &by_path,
         natives,
+        host,
         graph: Graph {
             format: GRAPH_FORMAT,
             files: Vec::new(),
@@ -235,6 +236,7 @@ struct Builder<'a> {
     plugins: &'a BTreeMap<String, LoadedPlugin>,
     by_path: &'a HashMap<PathBuf, String>,
     natives: &'a NativeSteps,
+    host: &'a PluginHost,
     graph: Graph,
     /// Files being expanded, outermost first (S42: a file may not name itself).
     stack: Vec<PathBuf>,
@@ -715,7 +717,7 @@ impl<'a> Builder<'a> {
             let sandbox = sandbox_value(raw, &parsed.dir);
             if let Err(err) = serde_json::from_value::<Sandbox>(sandbox.clone())
                 .map_err(|e| e.to_string())
-                .and_then(|s| s.check().map_err(|e| e.to_string()))
+                .and_then(|s| self.host.check_sandbox(&s).map_err(|e| e.to_string()))
             {
                 return Err(WorkflowError::at(
                     fcx.path,

@@ -165,6 +165,13 @@ impl Plugin {
         abort: AbortView,
         out: Arc<Emitter>,
     ) -> Result<StoreState, StepFailure> {
+        // Checked when the workflow was loaded; again here for runs stored before that check.
+        if let Some(why) = grants::exposure(&sandbox.grants, &self.shared.protected) {
+            return Err(
+                StepFailure::new("sandbox-error", format!("{}: {why}", self.origin))
+                    .not_retryable(),
+            );
+        }
         let (wasi, allowed) = grants::wasi_from_grants(&sandbox.grants, &out)?;
         Ok(StoreState {
             wasi,
