@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::record::{RecordOut, SnapshotOut};
-use super::{RunRecord, Runtime, RuntimeError, StoredEvent, now_ms, summary};
+use super::{RunRecord, Runtime, RuntimeError, StoredEvent, summary};
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
     self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, RunStatus, StepsView,
@@ -140,13 +140,13 @@ impl Actor {
                 let r = self
                     .apply(Event::Resume {
                         request,
-                        at: now_ms(),
+                        at: self.rt.now(),
                     })
                     .await;
                 let _ = reply.send(r);
             }
             Msg::Cancel(reply) => {
-                let r = self.apply(Event::Cancel { at: now_ms() }).await;
+                let r = self.apply(Event::Cancel { at: self.rt.now() }).await;
                 let _ = reply.send(r);
             }
         }
@@ -169,7 +169,7 @@ impl Actor {
 
     /// Stores and publishes what invocations wrote, in the order they wrote it (S91, S111).
     fn guest_events(&mut self, batch: Vec<(u64, GuestEvent)>) {
-        let at = engine::rfc3339(now_ms());
+        let at = engine::rfc3339(self.rt.now());
         let mut stored = Vec::with_capacity(batch.len());
         for (token, ev) in batch {
             let Some(f) = self.in_flight.get(&token) else {
@@ -293,14 +293,13 @@ impl Actor {
             Command::Invoke(invoke) => self.invoke(*invoke).await,
             Command::Timer { token, at } => {
                 let tx = self.tx.clone();
-                let delay = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                let clock = self.rt.clock();
+                let wait = clock.sleep_until(at);
                 tokio::spawn(async move {
-                    if delay > 0 {
-                        tokio::time::sleep(Duration::from_millis(delay)).await;
-                    }
+                    wait.await;
                     let _ = tx.send(Msg::Event(Event::TimerFired {
                         token,
-                        at: now_ms(),
+                        at: clock.now_ms(),
                     }));
                 });
             }
@@ -347,6 +346,7 @@ impl Actor {
             },
         );
         let tx = self.tx.clone();
+        let clock = self.rt.clock();
         if cmd.plugin == NATIVE_PLUGIN {
             let native = self.rt.native(&cmd.step);
             tokio::spawn(async move {
@@ -364,7 +364,7 @@ impl Actor {
                 let _ = tx.send(Msg::Event(Event::StepEnded {
                     token,
                     result,
-                    at: now_ms(),
+                    at: clock.now_ms(),
                 }));
             });
             return;
@@ -403,7 +403,7 @@ impl Actor {
             let _ = tx.send(Msg::Event(Event::StepEnded {
                 token,
                 result,
-                at: now_ms(),
+                at: clock.now_ms(),
             }));
         });
     }

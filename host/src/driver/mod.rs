@@ -7,6 +7,7 @@
 
 mod actor;
 mod checked;
+mod clock;
 mod record;
 mod sync;
 
@@ -23,6 +24,7 @@ use crate::plugin::{HostConfig, Plugin, PluginHost};
 use crate::store::{NewRun, RecordKey, RunSummary, SledStore, Store, StoreError};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
+pub use clock::{Clock, ManualClock, SystemClock, Wait};
 pub use record::{RunRecord, StoredEvent};
 
 use record::RecordIn;
@@ -40,6 +42,9 @@ pub struct RuntimeConfig {
     pub sync_writes: bool,
     /// The embedded store's page cache, in MiB (default 64).
     pub cache_mib: u64,
+    /// Where the driver reads the time and waits for sleeps and retry waits (default: the
+    /// system clock).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for RuntimeConfig {
@@ -48,6 +53,7 @@ impl Default for RuntimeConfig {
             host: HostConfig::default(),
             sync_writes: true,
             cache_mib: 64,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -181,6 +187,16 @@ impl Runtime {
         &self.inner.home
     }
 
+    /// Now, on the runtime's clock.
+    fn now(&self) -> engine::Millis {
+        self.inner.config.clock.now_ms()
+    }
+
+    /// The runtime's clock.
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.config.clock.clone()
+    }
+
     /// The plugin host, for loading workflows.
     pub fn host(&self) -> &PluginHost {
         &self.inner.host
@@ -231,7 +247,7 @@ impl Runtime {
                 }
             }
         }
-        let now = now_ms();
+        let now = self.now();
         let state = engine::new_run(&graph, run_id.clone(), input, now);
         let snapshot = serde_json::to_vec(&state).map_err(|e| corrupt(&run_id, e))?;
         let plugin_bytes: Vec<(&str, &[u8])> = workflow
@@ -277,7 +293,7 @@ impl Runtime {
             None => src_graph.clone(),
         });
         let run_id = run_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
-        let now = now_ms();
+        let now = self.now();
         let state = engine::rerun::rerun(
             &graph,
             engine::rerun::RerunRequest {
@@ -517,7 +533,7 @@ impl Runtime {
                 && self.live(&run.run_id).is_none()
             {
                 let live = self.ensure_live(&run.run_id)?;
-                let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
+                let _ = live.tx.send(Msg::Event(Event::Recover { at: self.now() }));
                 recovered.push(run.run_id);
             }
         }
@@ -577,7 +593,7 @@ impl Runtime {
         let (next_seq, next_sub) = last.map_or((1, 0), |(seq, sub)| (seq + 1, sub + 1));
         let live = self.spawn(state, Arc::new(graph), next_seq, next_sub)?;
         if recover {
-            let _ = live.tx.send(Msg::Event(Event::Recover { at: now_ms() }));
+            let _ = live.tx.send(Msg::Event(Event::Recover { at: self.now() }));
         }
         Ok(live)
     }
@@ -730,9 +746,4 @@ fn summary(state: &RunState) -> RunSummary {
         created_at: state.created_at,
         updated_at: state.updated_at,
     }
-}
-
-/// Now, in milliseconds since the Unix epoch: the only clock the driver reads.
-pub fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
