@@ -391,8 +391,7 @@ const T0: i64 = 1_893_456_000_000;
 /// A runtime whose clock stands at [`T0`] until the test moves it.
 fn manual_env() -> (Env, ManualClock) {
     let clock = ManualClock::new(T0);
-    let mut config = crate::common::config();
-    config.clock = Arc::new(clock.clone());
+    let config = crate::common::config().with_clock(clock.clone());
     (Env::with_config(config), clock)
 }
 
@@ -453,4 +452,26 @@ steps:
         .find(|e| kinds(std::slice::from_ref(*e)) == ["step-succeeded:f"])
         .map(|e| e.at.clone());
     assert_eq!(succeeded, Some(rfc3339(T0 + 600_000)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+
+#[tokio::test]
+async fn s87_a_watcher_behind_a_one_event_live_buffer_catches_up_without_gap() {
+    let env = Env::with_config(crate::common::config().with_watch_buffer(1));
+    let yaml = r#"
+id: burst
+steps:
+  - loop: { id: l, do-until: '.output >= 300', do: { map: { id: m, expr: '.input + 1' } } }
+"#;
+    let w = env.load(&env.file("burst.yaml", yaml)).await;
+    let id = env.rt.start(&w, json!(0), None).await.expect("start");
+    let seen = drain(env.rt.watch(&id, 1).expect("watch")).await;
+    assert_eq!(
+        kinds(&seen).last().map(String::as_str),
+        Some("run-succeeded")
+    );
+    assert_gapless(&seen.iter().map(|e| e.seq).collect::<Vec<_>>());
+    assert_eq!(seen, env.events(&id));
 }

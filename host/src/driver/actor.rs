@@ -18,10 +18,6 @@ use crate::engine::{
 use crate::native::NATIVE_PLUGIN;
 use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
 
-/// Record bytes written before a snapshot is due, at least: a small state is not rewritten
-/// after every few transitions.
-const SNAPSHOT_MIN_BYTES: usize = 16 << 10;
-
 /// What reaches a run's actor.
 pub enum Msg {
     /// An orchestration event.
@@ -228,7 +224,8 @@ impl Actor {
         let store = &self.rt.inner.store;
         store.append(&self.state.run_id, at, &bytes)?;
         self.since_snapshot += bytes.len();
-        if snapshot || self.since_snapshot >= self.snapshot_len.max(SNAPSHOT_MIN_BYTES) {
+        let min = self.rt.inner.config.snapshot_min_bytes;
+        if snapshot || self.since_snapshot >= self.snapshot_len.max(min) {
             let snap = serde_json::to_vec(&SnapshotOut {
                 covers: at,
                 state: &self.state,

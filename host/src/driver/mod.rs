@@ -8,6 +8,7 @@
 mod actor;
 mod checked;
 mod clock;
+mod config;
 mod record;
 mod sync;
 
@@ -20,43 +21,18 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::engine::{self, Event, EventKind, Graph, Refusal, ResumeRequest, RunState, RunStatus};
 use crate::native::{NativeStep, NativeSteps};
-use crate::plugin::{HostConfig, Plugin, PluginHost};
+use crate::plugin::{Plugin, PluginHost};
 use crate::store::{NewRun, RecordKey, RunSummary, SledStore, Store, StoreError};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
 pub use clock::{Clock, ManualClock, SystemClock, Wait};
+pub use config::RuntimeConfig;
 pub use record::{RunRecord, StoredEvent};
 
 use record::RecordIn;
 
 use actor::{Actor, Msg};
 use sync::Syncer;
-
-/// How the runtime is set up. Every limit is configurable.
-#[derive(Debug, Clone)]
-pub struct RuntimeConfig {
-    /// The plugin host's settings.
-    pub host: HostConfig,
-    /// Fsync every transition before its effects (default true). Off, a crash of the machine
-    /// (not just the process) may lose the last transitions.
-    pub sync_writes: bool,
-    /// The embedded store's page cache, in MiB (default 64).
-    pub cache_mib: u64,
-    /// Where the driver reads the time and waits for sleeps and retry waits (default: the
-    /// system clock).
-    pub clock: Arc<dyn Clock>,
-}
-
-impl Default for RuntimeConfig {
-    fn default() -> Self {
-        RuntimeConfig {
-            host: HostConfig::default(),
-            sync_writes: true,
-            cache_mib: 64,
-            clock: Arc::new(SystemClock),
-        }
-    }
-}
 
 /// Why the runtime refused or failed a request.
 #[derive(Debug, thiserror::Error)]
@@ -195,6 +171,11 @@ impl Runtime {
     /// The runtime's clock.
     fn clock(&self) -> Arc<dyn Clock> {
         self.inner.config.clock.clone()
+    }
+
+    /// The settings the runtime was opened with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
     }
 
     /// The plugin host, for loading workflows.
@@ -412,7 +393,7 @@ impl Runtime {
         run_id: &str,
         msg: impl Fn(oneshot::Sender<Result<(), RuntimeError>>) -> Msg,
     ) -> Result<(), RuntimeError> {
-        for _ in 0..3 {
+        for _ in 0..self.inner.config.ask_attempts {
             let live = self.ensure_live(run_id)?;
             let (tx, rx) = oneshot::channel();
             if live.tx.send(msg(tx)).is_err() {
@@ -646,7 +627,7 @@ impl Runtime {
     fn channel(&self, run_id: &str) -> broadcast::Sender<Arc<StoredEvent>> {
         lock(&self.inner.channels)
             .entry(run_id.to_owned())
-            .or_insert_with(|| broadcast::channel(4096).0)
+            .or_insert_with(|| broadcast::channel(self.inner.config.watch_buffer.max(1)).0)
             .clone()
     }
 
