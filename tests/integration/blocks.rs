@@ -1367,7 +1367,8 @@ steps:
 steps:
   - sleep: { id: nap, until: '.input.at' }
 "#);
-    let at = weft::engine::rfc3339(weft::driver::now_ms() + 3_600_000);
+    let at =
+        weft::engine::rfc3339(weft::driver::Clock::now_ms(&weft::driver::SystemClock) + 3_600_000);
     let id = start(&env, &yaml, json!({"at": at})).await;
     let mut rx = env.rt.watch(&id, 1).expect("watch");
     let waiting = until_event(&mut rx, "step-waiting", Some("nap")).await;

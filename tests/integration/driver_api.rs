@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
-use weft::driver::StoredEvent;
-use weft::engine::RunStatus;
+use weft::driver::{ManualClock, StoredEvent};
+use weft::engine::{RunStatus, rfc3339};
 
 use crate::cli::{Home, path_str};
 use crate::common::{Env, kinds};
-use crate::rules::{req, settle};
+use crate::rules::{req, settle, until_event};
 use crate::server::{http, serve};
 
 /// Turns a hang into a failure; never an assertion about how fast anything is.
@@ -380,4 +380,98 @@ async fn stored_entries_of_a_newer_format_or_corrupt_are_refused_naming_the_run(
         rt.show("good").await.expect("show").status,
         RunStatus::Suspended
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The injectable clock
+
+/// 2030-01-01T00:00:00Z: where the manual clocks of these tests start.
+const T0: i64 = 1_893_456_000_000;
+
+/// A runtime whose clock stands at [`T0`] until the test moves it.
+fn manual_env() -> (Env, ManualClock) {
+    let clock = ManualClock::new(T0);
+    let config = crate::common::config().with_clock(clock.clone());
+    (Env::with_config(config), clock)
+}
+
+#[tokio::test]
+async fn s37_an_hour_long_sleep_ends_when_the_manual_clock_passes_it() {
+    let (env, clock) = manual_env();
+    let yaml = r#"
+id: nap
+steps:
+  - sleep: { id: nap, ms: 3600000 }
+  - map: { id: after, expr: '"woke"' }
+"#;
+    let w = env.load(&env.file("nap.yaml", yaml)).await;
+    let id = env.rt.start(&w, json!({}), None).await.expect("start");
+    let mut rx = env.rt.watch(&id, 1).expect("watch");
+    let waiting = until_event(&mut rx, "step-waiting", Some("nap")).await;
+    assert_eq!(
+        waiting.data,
+        json!({ "until": rfc3339(T0 + 3_600_000) }),
+        "the wake instant is read on the manual clock"
+    );
+    assert_eq!(waiting.at, rfc3339(T0));
+
+    clock.advance(3_600_000);
+    let rec = settle(&env, &id).await;
+    assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+    assert_eq!(rec.result, Some(json!("woke")));
+    assert_eq!(rec.created_at, rfc3339(T0));
+    assert_eq!(rec.steps["nap"].started_at, Some(rfc3339(T0)));
+    assert_eq!(rec.steps["nap"].ended_at, Some(rfc3339(T0 + 3_600_000)));
+    assert_eq!(rec.updated_at, rfc3339(T0 + 3_600_000));
+}
+
+#[tokio::test]
+async fn s52_a_ten_minute_retry_wait_ends_when_the_manual_clock_passes_it() {
+    let (env, clock) = manual_env();
+    let yaml = r#"
+id: flaky
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: f, plugin: kit, step: fail, config: { succeed-on-attempt: 1 }, retry: { attempts: 2, delay-ms: 600000 } }
+"#;
+    let w = env.load(&env.file("flaky.yaml", yaml)).await;
+    let id = env.rt.start(&w, json!({}), None).await.expect("start");
+    let mut rx = env.rt.watch(&id, 1).expect("watch");
+    let retrying = until_event(&mut rx, "step-retrying", Some("f")).await;
+    assert_eq!(retrying.at, rfc3339(T0));
+
+    clock.advance(600_000);
+    let rec = settle(&env, &id).await;
+    assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+    assert_eq!(rec.steps["f"].attempts, Some(2));
+    assert_eq!(rec.steps["f"].ended_at, Some(rfc3339(T0 + 600_000)));
+    let events = env.events(&id);
+    let succeeded = events
+        .iter()
+        .find(|e| kinds(std::slice::from_ref(*e)) == ["step-succeeded:f"])
+        .map(|e| e.at.clone());
+    assert_eq!(succeeded, Some(rfc3339(T0 + 600_000)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+
+#[tokio::test]
+async fn s87_a_watcher_behind_a_one_event_live_buffer_catches_up_without_gap() {
+    let env = Env::with_config(crate::common::config().with_watch_buffer(1));
+    let yaml = r#"
+id: burst
+steps:
+  - loop: { id: l, do-until: '.output >= 300', do: { map: { id: m, expr: '.input + 1' } } }
+"#;
+    let w = env.load(&env.file("burst.yaml", yaml)).await;
+    let id = env.rt.start(&w, json!(0), None).await.expect("start");
+    let seen = drain(env.rt.watch(&id, 1).expect("watch")).await;
+    assert_eq!(
+        kinds(&seen).last().map(String::as_str),
+        Some("run-succeeded")
+    );
+    assert_gapless(&seen.iter().map(|e| e.seq).collect::<Vec<_>>());
+    assert_eq!(seen, env.events(&id));
 }

@@ -166,9 +166,10 @@ pub async fn main(cli: Cli) -> i32 {
     let cmd = absolutize(cli.command);
     // Another process may hold the home for a moment without serving it yet (starting up, or a
     // short command ending): try again for a while before giving up.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let config = RuntimeConfig::default();
+    let deadline = std::time::Instant::now() + config.held_home_wait;
     loop {
-        match Runtime::open(&cli.home, RuntimeConfig::default()) {
+        match Runtime::open(&cli.home, config.clone()) {
             Ok(rt) => {
                 let server = control::serve(rt.clone());
                 let code = exec(&rt, cmd, &mut out).await;
@@ -192,7 +193,7 @@ pub async fn main(cli: Cli) -> i32 {
                     ));
                     return EXIT_USAGE;
                 }
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                tokio::time::sleep(config.held_home_pause).await;
             }
         }
     }
@@ -554,7 +555,7 @@ async fn follow_run(
 ) -> i32 {
     if let Ok(mut rx) = rt.watch_settled(run_id, from) {
         while let Some(ev) = rx.recv().await {
-            out.err(&output::progress_line(&ev));
+            out.err(&output::progress_line(&ev, rt.config().progress_data_bytes));
         }
     }
     let record = match rt.wait(run_id).await {

@@ -26,8 +26,8 @@ impl Output for StdOutput {
     }
 }
 
-/// One human-readable line of progress for an event.
-pub fn progress_line(ev: &StoredEvent) -> String {
+/// One human-readable line of progress for an event, its data cut to `max_data` bytes.
+pub fn progress_line(ev: &StoredEvent, max_data: usize) -> String {
     let kind = serde_json::to_value(ev.kind)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -45,8 +45,8 @@ pub fn progress_line(ev: &StoredEvent) -> String {
     }
     if !ev.data.is_null() {
         let mut data = ev.data.to_string();
-        if data.len() > 200 {
-            data.truncate(data.floor_char_boundary(200));
+        if data.len() > max_data {
+            data.truncate(data.floor_char_boundary(max_data));
             data.push('…');
         }
         line.push(' ');

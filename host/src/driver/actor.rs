@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::record::{RecordOut, SnapshotOut};
 use super::unrecoverable::panic_message;
-use super::{RunRecord, Runtime, RuntimeError, StoredEvent, now_ms, summary};
+use super::{RunRecord, Runtime, RuntimeError, StoredEvent, summary};
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
     self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, RunStatus, StepsView,
@@ -20,10 +20,6 @@ use crate::engine::{
 };
 use crate::native::NATIVE_PLUGIN;
 use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
-
-/// Record bytes written before a snapshot is due, at least: a small state is not rewritten
-/// after every few transitions.
-const SNAPSHOT_MIN_BYTES: usize = 16 << 10;
 
 /// What reaches a run's actor.
 pub enum Msg {
@@ -151,13 +147,13 @@ impl Actor {
                 let r = self
                     .apply(Event::Resume {
                         request,
-                        at: now_ms(),
+                        at: self.rt.now(),
                     })
                     .await;
                 let _ = reply.send(r);
             }
             Msg::Cancel(reply) => {
-                let r = self.apply(Event::Cancel { at: now_ms() }).await;
+                let r = self.apply(Event::Cancel { at: self.rt.now() }).await;
                 let _ = reply.send(r);
             }
         }
@@ -208,7 +204,7 @@ impl Actor {
 
     /// Stores and publishes what invocations wrote, in the order they wrote it (S91, S111).
     fn guest_events(&mut self, batch: Vec<(u64, GuestEvent)>) {
-        let at = engine::rfc3339(now_ms());
+        let at = engine::rfc3339(self.rt.now());
         let mut stored = Vec::with_capacity(batch.len());
         for (token, ev) in batch {
             let Some(f) = self.in_flight.get(&token) else {
@@ -267,7 +263,8 @@ impl Actor {
         let store = &self.rt.inner.store;
         store.append(&self.state.run_id, at, &bytes)?;
         self.since_snapshot += bytes.len();
-        if snapshot || self.since_snapshot >= self.snapshot_len.max(SNAPSHOT_MIN_BYTES) {
+        let min = self.rt.inner.config.snapshot_min_bytes;
+        if snapshot || self.since_snapshot >= self.snapshot_len.max(min) {
             let snap = serde_json::to_vec(&SnapshotOut {
                 covers: at,
                 state: &self.state,
@@ -332,14 +329,13 @@ impl Actor {
             Command::Invoke(invoke) => self.invoke(*invoke).await,
             Command::Timer { token, at } => {
                 let tx = self.tx.clone();
-                let delay = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                let clock = self.rt.clock();
+                let wait = clock.sleep_until(at);
                 tokio::spawn(async move {
-                    if delay > 0 {
-                        tokio::time::sleep(Duration::from_millis(delay)).await;
-                    }
+                    wait.await;
                     let _ = tx.send(Msg::Event(Event::TimerFired {
                         token,
-                        at: now_ms(),
+                        at: clock.now_ms(),
                     }));
                 });
             }
@@ -386,6 +382,7 @@ impl Actor {
             },
         );
         let tx = self.tx.clone();
+        let clock = self.rt.clock();
         if cmd.plugin == NATIVE_PLUGIN {
             let native = self.rt.native(&cmd.step);
             tokio::spawn(async move {
@@ -403,7 +400,7 @@ impl Actor {
                 let _ = tx.send(Msg::Event(Event::StepEnded {
                     token,
                     result,
-                    at: now_ms(),
+                    at: clock.now_ms(),
                 }));
             });
             return;
@@ -442,7 +439,7 @@ impl Actor {
             let _ = tx.send(Msg::Event(Event::StepEnded {
                 token,
                 result,
-                at: now_ms(),
+                at: clock.now_ms(),
             }));
         });
     }

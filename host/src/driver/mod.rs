@@ -7,6 +7,8 @@
 
 mod actor;
 mod checked;
+mod clock;
+mod config;
 mod record;
 mod sync;
 mod unrecoverable;
@@ -20,10 +22,12 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::engine::{self, Event, EventKind, Graph, Refusal, ResumeRequest, RunState, RunStatus};
 use crate::native::{NativeStep, NativeSteps};
-use crate::plugin::{HostConfig, Plugin, PluginHost};
+use crate::plugin::{Plugin, PluginHost};
 use crate::store::{NewRun, RecordKey, RunSummary, SledStore, Store, StoreError};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
+pub use clock::{Clock, ManualClock, SystemClock, Wait};
+pub use config::RuntimeConfig;
 pub use record::{RunRecord, StoredEvent};
 pub use unrecoverable::{HOST_ERROR, Recovery, Unrecovered};
 
@@ -32,28 +36,6 @@ use unrecoverable::is_unloadable;
 
 use actor::{Actor, Msg};
 use sync::Syncer;
-
-/// How the runtime is set up. Every limit is configurable.
-#[derive(Debug, Clone)]
-pub struct RuntimeConfig {
-    /// The plugin host's settings.
-    pub host: HostConfig,
-    /// Fsync every transition before its effects (default true). Off, a crash of the machine
-    /// (not just the process) may lose the last transitions.
-    pub sync_writes: bool,
-    /// The embedded store's page cache, in MiB (default 64).
-    pub cache_mib: u64,
-}
-
-impl Default for RuntimeConfig {
-    fn default() -> Self {
-        RuntimeConfig {
-            host: HostConfig::default(),
-            sync_writes: true,
-            cache_mib: 64,
-        }
-    }
-}
 
 /// Why the runtime refused or failed a request.
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +167,21 @@ impl Runtime {
         &self.inner.home
     }
 
+    /// Now, on the runtime's clock.
+    fn now(&self) -> engine::Millis {
+        self.inner.config.clock.now_ms()
+    }
+
+    /// The runtime's clock.
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.config.clock.clone()
+    }
+
+    /// The settings the runtime was opened with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
     /// The plugin host, for loading workflows.
     pub fn host(&self) -> &PluginHost {
         &self.inner.host
@@ -235,7 +232,7 @@ impl Runtime {
                 }
             }
         }
-        let now = now_ms();
+        let now = self.now();
         let state = engine::new_run(&graph, run_id.clone(), input, now);
         let snapshot = serde_json::to_vec(&state).map_err(|e| corrupt(&run_id, e))?;
         let plugin_bytes: Vec<(&str, &[u8])> = workflow
@@ -282,7 +279,7 @@ impl Runtime {
             None => src_graph.clone(),
         });
         let run_id = run_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
-        let now = now_ms();
+        let now = self.now();
         let state = engine::rerun::rerun(
             &graph,
             engine::rerun::RerunRequest {
@@ -433,7 +430,7 @@ impl Runtime {
         run_id: &str,
         msg: impl Fn(oneshot::Sender<Result<(), RuntimeError>>) -> Msg,
     ) -> Result<(), RuntimeError> {
-        for _ in 0..3 {
+        for _ in 0..self.inner.config.ask_attempts {
             let live = self.ensure_live(run_id)?;
             let (tx, rx) = oneshot::channel();
             if live.tx.send(msg(tx)).is_err() {
@@ -636,7 +633,7 @@ impl Runtime {
         let (state, graph, last) = self.load_counted(run_id)?;
         let recover = matches!(state.status, RunStatus::Running | RunStatus::Pending);
         let (next_seq, next_sub) = last.map_or((1, 0), |(seq, sub)| (seq + 1, sub + 1));
-        let recover = recover.then(|| Msg::Event(Event::Recover { at: now_ms() }));
+        let recover = recover.then(|| Msg::Event(Event::Recover { at: self.now() }));
         Ok(self.spawn_with(state, Arc::new(graph), next_seq, next_sub, recover))
     }
 
@@ -704,7 +701,7 @@ impl Runtime {
     fn channel(&self, run_id: &str) -> broadcast::Sender<Arc<StoredEvent>> {
         lock(&self.inner.channels)
             .entry(run_id.to_owned())
-            .or_insert_with(|| broadcast::channel(4096).0)
+            .or_insert_with(|| broadcast::channel(self.inner.config.watch_buffer.max(1)).0)
             .clone()
     }
 
@@ -804,9 +801,4 @@ fn summary(state: &RunState) -> RunSummary {
         created_at: state.created_at,
         updated_at: state.updated_at,
     }
-}
-
-/// Now, in milliseconds since the Unix epoch: the only clock the driver reads.
-pub fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }

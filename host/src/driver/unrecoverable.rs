@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::record::{RecordOut, SnapshotOut};
-use super::{Runtime, RuntimeError, StoredEvent, now_ms, summary};
+use super::{Runtime, RuntimeError, StoredEvent, summary};
 use crate::engine::{self, ErrorInfo, EventKind, RunState, RunStatus};
 use crate::store::{RecordKey, StoreError};
 
@@ -68,7 +68,7 @@ impl Runtime {
         cause: &str,
     ) -> Result<Option<(RunState, RecordKey)>, RuntimeError> {
         let store = &self.inner.store;
-        let now = now_ms();
+        let now = self.now();
         let ended = match self.load_counted(run_id) {
             Ok((mut state, _, last)) => {
                 if state.status.is_ended() {

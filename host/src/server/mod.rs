@@ -203,7 +203,7 @@ fn escape(text: &str) -> String {
 async fn index(State(rt): State<Runtime>) -> Result<Html<String>, ApiError> {
     let runs = rt.runs(None, None)?;
     let mut rows = String::new();
-    for r in runs.iter().take(500) {
+    for r in runs.iter().take(rt.config().web_view_runs) {
         rows.push_str(&format!(
             "<tr><td><a href=\"/runs/{id}\">{id}</a></td><td>{wf}</td><td class=\"{st}\">{st}</td><td>{at}</td><td><a href=\"/runs/{id}/events\">events</a></td></tr>\n",
             id = escape(&r.run_id),

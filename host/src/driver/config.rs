@@ -1,0 +1,144 @@
+//! How a runtime is set up: every limit, size and wait the driver, the command line and the
+//! HTTP API use, each with its default.
+//!
+//! ```
+//! use std::time::Duration;
+//! use weft::driver::{ManualClock, RuntimeConfig};
+//!
+//! let config = RuntimeConfig::default()
+//!     .with_cache_mib(16)
+//!     .with_clock(ManualClock::new(0))
+//!     .with_held_home_wait(Duration::from_secs(2));
+//! assert_eq!(config.cache_mib, 16);
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Clock, SystemClock};
+use crate::plugin::HostConfig;
+
+/// How the runtime is set up. Every limit is configurable: start from
+/// [`RuntimeConfig::default`] and change fields, or chain the `with_*` methods; new fields
+/// come with defaults, so neither way breaks when weft adds one.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RuntimeConfig {
+    /// The plugin host's settings.
+    pub host: HostConfig,
+    /// Fsync every transition before its effects (default true). Off, a crash of the machine
+    /// (not just the process) may lose the last transitions.
+    pub sync_writes: bool,
+    /// The embedded store's page cache, in MiB (default 64).
+    pub cache_mib: u64,
+    /// Where the driver reads the time and waits for sleeps and retry waits (default: the
+    /// system clock).
+    pub clock: Arc<dyn Clock>,
+    /// How many events a run's live feed keeps for watchers that lag behind (default 4096, at
+    /// least 1). A watcher further behind catches up from the store, so this trades memory
+    /// per followed run against store reads; it never loses an event.
+    pub watch_buffer: usize,
+    /// Record bytes written before a snapshot is due, at least (default 16 KiB). Beyond it, a
+    /// snapshot is written once the records since the last one outweigh it, and whenever the
+    /// run suspends or ends.
+    pub snapshot_min_bytes: usize,
+    /// How many times a resume or cancel is offered to a run's driver, a new one each time
+    /// when the last stopped meanwhile, before it fails (default 3).
+    pub ask_attempts: u32,
+    /// How long a `weft` command keeps trying to open a home that another process holds
+    /// without serving it yet (starting up, or a short command ending), default 10 s.
+    pub held_home_wait: Duration,
+    /// The pause between two such tries (default 20 ms).
+    pub held_home_pause: Duration,
+    /// The most bytes of an event's data a progress line of `weft run` and `weft resume`
+    /// shows (default 200); longer data is cut at a character boundary and ends with `…`.
+    pub progress_data_bytes: usize,
+    /// The most runs the web view of `weft serve` lists, newest first (default 500).
+    pub web_view_runs: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            host: HostConfig::default(),
+            sync_writes: true,
+            cache_mib: 64,
+            clock: Arc::new(SystemClock),
+            watch_buffer: 4096,
+            snapshot_min_bytes: 16 << 10,
+            ask_attempts: 3,
+            held_home_wait: Duration::from_secs(10),
+            held_home_pause: Duration::from_millis(20),
+            progress_data_bytes: 200,
+            web_view_runs: 500,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Sets [`RuntimeConfig::host`].
+    pub fn with_host(mut self, host: HostConfig) -> Self {
+        self.host = host;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::sync_writes`].
+    pub fn with_sync_writes(mut self, sync_writes: bool) -> Self {
+        self.sync_writes = sync_writes;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::cache_mib`].
+    pub fn with_cache_mib(mut self, cache_mib: u64) -> Self {
+        self.cache_mib = cache_mib;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::clock`].
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Sets [`RuntimeConfig::watch_buffer`].
+    pub fn with_watch_buffer(mut self, events: usize) -> Self {
+        self.watch_buffer = events;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::snapshot_min_bytes`].
+    pub fn with_snapshot_min_bytes(mut self, bytes: usize) -> Self {
+        self.snapshot_min_bytes = bytes;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::ask_attempts`].
+    pub fn with_ask_attempts(mut self, attempts: u32) -> Self {
+        self.ask_attempts = attempts;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::held_home_wait`].
+    pub fn with_held_home_wait(mut self, wait: Duration) -> Self {
+        self.held_home_wait = wait;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::held_home_pause`].
+    pub fn with_held_home_pause(mut self, pause: Duration) -> Self {
+        self.held_home_pause = pause;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::progress_data_bytes`].
+    pub fn with_progress_data_bytes(mut self, bytes: usize) -> Self {
+        self.progress_data_bytes = bytes;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::web_view_runs`].
+    pub fn with_web_view_runs(mut self, runs: usize) -> Self {
+        self.web_view_runs = runs;
+        self
+    }
+}
