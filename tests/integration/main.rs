@@ -5,6 +5,7 @@ mod blocks;
 mod cli;
 mod common;
 mod durability;
+mod full_disk;
 mod hostile;
 mod plugin;
 mod rerun;
