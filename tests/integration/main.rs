@@ -9,6 +9,7 @@ mod contract;
 mod core_contract;
 mod driver_api;
 mod durability;
+mod full_disk;
 mod hostile;
 mod plugin;
 mod plugin_host;

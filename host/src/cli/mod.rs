@@ -33,6 +33,10 @@ pub const EXIT_SUSPENDED: i32 = 3;
 pub const EXIT_CANCELLED: i32 = 4;
 /// Exit code: a guardrail tripped.
 pub const EXIT_TRIPWIRE: i32 = 5;
+/// Exit code: the run was started, but stopped before it ended or suspended (its progress could
+/// not be stored, or the process driving it died); what it did is stored, and
+/// `weft resume RUN-ID` goes on with it.
+pub const EXIT_INTERRUPTED: i32 = 6;
 
 /// weft runs workflow graphs whose steps are sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -187,8 +191,13 @@ pub async fn main(cli: Cli) -> i32 {
                 }
                 let held = matches!(open_err, RuntimeError::Store(StoreError::Held(_)));
                 if !held || std::time::Instant::now() > deadline {
+                    let fix = if open_err.is_disk_full() {
+                        "; free space on that disk, then try again"
+                    } else {
+                        ""
+                    };
                     out.err(&format!(
-                        "error: cannot open home {}: {open_err}",
+                        "error: cannot open home {}: {open_err}{fix}",
                         cli.home.display()
                     ));
                     return EXIT_USAGE;
@@ -560,6 +569,10 @@ async fn follow_run(
     }
     let record = match rt.wait(run_id).await {
         Ok(r) => r,
+        Err(e @ RuntimeError::Halted { .. }) => {
+            out.err(&format!("error: {e}"));
+            return EXIT_INTERRUPTED;
+        }
         Err(e) => return refuse(out, &e),
     };
     print_record(out, &record, json);

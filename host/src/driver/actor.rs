@@ -20,6 +20,7 @@ use crate::engine::{
 };
 use crate::native::NATIVE_PLUGIN;
 use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
+use crate::store::StoreError;
 
 /// What reaches a run's actor.
 pub enum Msg {
@@ -59,6 +60,8 @@ pub struct Actor {
     snapshot_len: usize,
     in_flight: HashMap<u64, InFlight>,
     sandboxes: HashMap<String, Arc<Sandbox>>,
+    /// Storing failed: the actor stops (see [`Actor::halt`]).
+    halted: bool,
 }
 
 impl Actor {
@@ -86,6 +89,7 @@ impl Actor {
             snapshot_len: 0,
             in_flight: HashMap::new(),
             sandboxes: HashMap::new(),
+            halted: false,
         }
     }
 
@@ -116,6 +120,10 @@ impl Actor {
                 self.rt.retire(&self.state.run_id);
                 return;
             }
+            if self.halted {
+                // Requests still queued are dropped: their callers ask again, from the store.
+                return;
+            }
             if self.state.status.is_ended() && self.in_flight.is_empty() {
                 self.rt.retire(&self.state.run_id);
                 // Answer what is already queued, then stop.
@@ -135,7 +143,9 @@ impl Actor {
     async fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Event(event) => {
-                if let Err(e) = self.apply(event).await {
+                if let Err(e) = self.apply(event).await
+                    && !self.halted
+                {
                     tracing::warn!(run = %self.state.run_id, "event not applied: {e}");
                 }
             }
@@ -229,7 +239,8 @@ impl Actor {
             stored.push(self.stamp(t, &at));
         }
         if let Err(e) = self.persist(None, &stored, false, false) {
-            tracing::error!(run = %self.state.run_id, "cannot store events: {e}");
+            self.halt(&e);
+            return;
         }
         for ev in stored {
             let _ = self.events.send(Arc::new(ev));
@@ -260,8 +271,12 @@ impl Actor {
             events: stored,
         })
         .map_err(run)?;
-        let store = &self.rt.inner.store;
-        store.append(&self.state.run_id, at, &bytes)?;
+        let rt = &self.rt;
+        let store = &rt.inner.store;
+        let failed = |e| rt.write_failed(e);
+        store
+            .append(&self.state.run_id, at, &bytes)
+            .map_err(failed)?;
         self.since_snapshot += bytes.len();
         let min = self.rt.inner.config.snapshot_min_bytes;
         if snapshot || self.since_snapshot >= self.snapshot_len.max(min) {
@@ -270,14 +285,37 @@ impl Actor {
                 state: &self.state,
             })
             .map_err(run)?;
-            store.put_snapshot(&self.state.run_id, &snap)?;
-            store.put_summary(&summary(&self.state))?;
+            store
+                .put_snapshot(&self.state.run_id, &snap)
+                .map_err(failed)?;
+            store.put_summary(&summary(&self.state)).map_err(failed)?;
             self.since_snapshot = 0;
             self.snapshot_len = snap.len();
         } else if status_changed {
-            store.put_summary(&summary(&self.state))?;
+            store.put_summary(&summary(&self.state)).map_err(failed)?;
         }
         Ok(())
+    }
+
+    /// Stops driving the run because storing its progress failed with `e` (S100: nothing
+    /// unstored takes effect). What is stored stays, and the run is recovered from it.
+    fn halt(&mut self, e: &RuntimeError) {
+        let cause = match e {
+            RuntimeError::StoreFailed { cause, .. } => cause.clone(),
+            other => StoreError::Backend(other.to_string()),
+        };
+        let halted = RuntimeError::Halted {
+            run: self.state.run_id.clone(),
+            home: self.rt.home().to_path_buf(),
+            cause: cause.clone(),
+        };
+        tracing::error!("{halted}");
+        for f in self.in_flight.values() {
+            f.abort.cancel();
+        }
+        self.in_flight.clear();
+        self.halted = true;
+        self.rt.halt(&self.state.run_id, cause);
     }
 
     /// One transition: advance, store (S100), publish, then carry out the commands.
@@ -306,9 +344,13 @@ impl Actor {
         // worth of records.
         let status_changed = self.state.status != before;
         let settled = status_changed && self.state.status != crate::engine::RunStatus::Running;
-        self.persist(Some(&event), &stored, settled, status_changed)?;
-        if self.rt.inner.config.sync_writes {
-            self.rt.inner.syncer.sync().await?;
+        if let Err(e) = self.persist(Some(&event), &stored, settled, status_changed) {
+            self.halt(&e);
+            return Err(e);
+        }
+        if let Err(e) = self.rt.durable().await {
+            self.halt(&e);
+            return Err(e);
         }
         for ev in stored {
             let _ = self.events.send(Arc::new(ev));

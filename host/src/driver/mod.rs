@@ -87,6 +87,63 @@ pub enum RuntimeError {
         /// What went wrong.
         message: String,
     },
+    /// Writing to the home's store failed (S100).
+    #[error("cannot write to the store in home {}: {cause}{}", .home.display(), fix_now(.cause))]
+    StoreFailed {
+        /// The home.
+        home: PathBuf,
+        /// The failure.
+        cause: StoreError,
+    },
+    /// The run stopped because its progress could not be stored; what it did until then is
+    /// stored, and `weft resume` goes on with it (S101).
+    #[error(
+        "run {run} stopped: cannot write to the store in home {}: {cause}. Everything it did until then is stored: {}, go on with `weft resume {run}`",
+        .home.display(),
+        fix_later(.cause)
+    )]
+    Halted {
+        /// The run.
+        run: String,
+        /// The home.
+        home: PathBuf,
+        /// The failure.
+        cause: StoreError,
+    },
+}
+
+impl RuntimeError {
+    /// Whether the error says the disk holding the home is full.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(
+            self,
+            RuntimeError::Store(StoreError::DiskFull(_))
+                | RuntimeError::StoreFailed {
+                    cause: StoreError::DiskFull(_),
+                    ..
+                }
+                | RuntimeError::Halted {
+                    cause: StoreError::DiskFull(_),
+                    ..
+                }
+        )
+    }
+}
+
+/// What to do about a store failure now.
+fn fix_now(cause: &StoreError) -> &'static str {
+    match cause {
+        StoreError::DiskFull(_) => "; free space on that disk, then try again",
+        _ => "",
+    }
+}
+
+/// When a run stopped by a store failure can go on.
+fn fix_later(cause: &StoreError) -> &'static str {
+    match cause {
+        StoreError::DiskFull(_) => "once that disk has free space again",
+        _ => "once the cause is fixed",
+    }
 }
 
 /// A weft runtime over one home directory: the library's entry point.
@@ -107,6 +164,8 @@ struct Inner {
     plugins: Mutex<HashMap<String, Arc<Plugin>>>,
     natives: NativeSteps,
     home: PathBuf,
+    /// Runs whose actor stopped because storing their progress failed, with the failure.
+    halted: Mutex<HashMap<String, StoreError>>,
 }
 
 /// Where a watch ends.
@@ -139,6 +198,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Runtime {
     /// Opens the home directory `home` (created when missing): its database and plugin cache.
     pub fn open(home: &Path, mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        // Absolute, so every message names the home unambiguously.
+        let home = &std::path::absolute(home).unwrap_or_else(|_| home.to_path_buf());
         std::fs::create_dir_all(home)
             .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", home.display())))?;
         let store: Arc<dyn Store> = Arc::new(SledStore::open(&home.join("db"), config.cache_mib)?);
@@ -158,8 +219,40 @@ impl Runtime {
                 plugins: Mutex::new(HashMap::new()),
                 natives: NativeSteps::default(),
                 home: home.to_path_buf(),
+                halted: Mutex::new(HashMap::new()),
             }),
         })
+    }
+
+    /// The error for a failed write to the store.
+    fn write_failed(&self, cause: StoreError) -> RuntimeError {
+        match cause {
+            StoreError::RunExists(_) => RuntimeError::Store(cause),
+            cause => RuntimeError::StoreFailed {
+                home: self.inner.home.clone(),
+                cause,
+            },
+        }
+    }
+
+    /// Stops driving `run_id` because storing its progress failed with `cause`: its actor is
+    /// gone, watchers of it end, and [`Runtime::wait`] reports the failure. `weft resume`
+    /// recovers it from what is stored (S101).
+    fn halt(&self, run_id: &str, cause: StoreError) {
+        lock(&self.inner.halted).insert(run_id.to_owned(), cause);
+        lock(&self.inner.live).remove(run_id);
+        lock(&self.inner.channels).remove(run_id);
+    }
+
+    /// Why `run_id` stopped, if a store failure stopped it.
+    fn halted(&self, run_id: &str) -> Option<RuntimeError> {
+        lock(&self.inner.halted)
+            .get(run_id)
+            .map(|cause| RuntimeError::Halted {
+                run: run_id.to_owned(),
+                home: self.inner.home.clone(),
+                cause: cause.clone(),
+            })
     }
 
     /// The home directory.
@@ -240,12 +333,15 @@ impl Runtime {
             .iter()
             .map(|(d, p)| (d.as_str(), p.bytes.as_slice()))
             .collect();
-        self.inner.store.create_run(NewRun {
-            summary: &summary(&state),
-            definition: &definition,
-            plugins: &plugin_bytes,
-            base: &snapshot,
-        })?;
+        self.inner
+            .store
+            .create_run(NewRun {
+                summary: &summary(&state),
+                definition: &definition,
+                plugins: &plugin_bytes,
+                base: &snapshot,
+            })
+            .map_err(|e| self.write_failed(e))?;
         self.durable().await?;
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
@@ -303,12 +399,15 @@ impl Runtime {
         }
         let definition = serde_json::to_vec(&*graph).map_err(|e| corrupt(&run_id, e))?;
         let snapshot = serde_json::to_vec(&state).map_err(|e| corrupt(&run_id, e))?;
-        self.inner.store.create_run(NewRun {
-            summary: &summary(&state),
-            definition: &definition,
-            plugins: &plugin_bytes,
-            base: &snapshot,
-        })?;
+        self.inner
+            .store
+            .create_run(NewRun {
+                summary: &summary(&state),
+                definition: &definition,
+                plugins: &plugin_bytes,
+                base: &snapshot,
+            })
+            .map_err(|e| self.write_failed(e))?;
         self.durable().await?;
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
@@ -319,7 +418,11 @@ impl Runtime {
     /// a new run is acknowledged only then (S100), sharing the fsync with other transitions.
     async fn durable(&self) -> Result<(), RuntimeError> {
         if self.inner.config.sync_writes {
-            self.inner.syncer.sync().await?;
+            self.inner
+                .syncer
+                .sync()
+                .await
+                .map_err(|e| self.write_failed(e))?;
         }
         Ok(())
     }
@@ -336,6 +439,11 @@ impl Runtime {
             {
                 // The actor retired: the store has the final word.
                 status = None;
+            }
+            if status.is_none()
+                && let Some(halted) = self.halted(run_id)
+            {
+                return Err(halted);
             }
             let record = self.show(run_id).await?;
             if !matches!(record.status, RunStatus::Running | RunStatus::Pending) || status.is_none()
@@ -669,6 +777,7 @@ impl Runtime {
             status,
         };
         live.insert(state.run_id.clone(), handle.clone());
+        lock(&self.inner.halted).remove(&state.run_id);
         if let Some(msg) = first {
             let _ = tx.send(msg);
         }

@@ -68,6 +68,7 @@ impl Runtime {
         cause: &str,
     ) -> Result<Option<(RunState, RecordKey)>, RuntimeError> {
         let store = &self.inner.store;
+        let failed = |e| self.write_failed(e);
         let now = self.now();
         let ended = match self.load_counted(run_id) {
             Ok((mut state, _, last)) => {
@@ -114,9 +115,9 @@ impl Runtime {
                     state: &state,
                 })
                 .map_err(corrupt)?;
-                store.append(run_id, at, &record)?;
-                store.put_snapshot(run_id, &snapshot)?;
-                store.put_summary(&summary(&state))?;
+                store.append(run_id, at, &record).map_err(failed)?;
+                store.put_snapshot(run_id, &snapshot).map_err(failed)?;
+                store.put_summary(&summary(&state)).map_err(failed)?;
                 self.durable().await?;
                 let _ = self.channel(run_id).send(Arc::new(event));
                 Some((state, at))
@@ -131,7 +132,7 @@ impl Runtime {
                 }
                 s.status = status;
                 s.updated_at = now;
-                store.put_summary(&s)?;
+                store.put_summary(&s).map_err(failed)?;
                 self.durable().await?;
                 None
             }

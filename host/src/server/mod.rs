@@ -11,7 +11,7 @@
 //! | `POST /runs/{id}/cancel` | cancel |
 //!
 //! Refusals answer 400 (bad request), 404 (unknown run) or 409 (the run's status forbids it)
-//! with `{"error": message}`.
+//! with `{"error": message}`; a full disk holding the home answers 507, other failures 500.
 
 use std::path::PathBuf;
 
@@ -62,6 +62,7 @@ impl From<RuntimeError> for ApiError {
                 StatusCode::CONFLICT
             }
             RuntimeError::Refused(_) | RuntimeError::InvalidInput(_) => StatusCode::BAD_REQUEST,
+            e if e.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError(status, e.to_string())

@@ -13,7 +13,7 @@ pub use sled_store::SledStore;
 use crate::engine::RunStatus;
 
 /// A failure of the storage backend.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// A run with this id exists already (S11).
     #[error("a run with id {0} already exists; pick another --run-id")]
@@ -24,6 +24,9 @@ pub enum StoreError {
     /// The backend failed.
     #[error("store: {0}")]
     Backend(String),
+    /// The disk holding the store is full (or its quota is used up).
+    #[error("the disk is full ({0})")]
+    DiskFull(String),
     /// Stored bytes could not be read back.
     #[error("store: corrupt entry {key}: {message}")]
     Corrupt {

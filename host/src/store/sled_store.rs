@@ -3,7 +3,7 @@
 //! Every write is a single-key insert: sled's multi-key batches cost several thread wake-ups
 //! each, so a transition is one record holding all it needs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sled::{Db, Tree};
 
@@ -13,10 +13,59 @@ use super::{NewRun, RecordKey, RunSummary, Store, StoreError};
 pub struct SledStore {
     db: Db,
     data: Tree,
+    dir: PathBuf,
 }
 
+/// Free space a write leaves to sled beyond its own bytes: a log segment (sled's default
+/// segment size, which weft keeps) that sled may start writing at any time.
+const HEADROOM: u64 = 512 << 10;
+
 fn backend(e: sled::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+    match &e {
+        sled::Error::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) =>
+        {
+            StoreError::DiskFull(io.to_string())
+        }
+        _ => StoreError::Backend(e.to_string()),
+    }
+}
+
+/// Removes the snapshot files sled left unfinished (`snap.*.generating`, written when it opens
+/// a database): sled would take such a file for the newest snapshot and refuse to open the
+/// database as corrupt (as a full disk leaves it: empty). sled renames a finished snapshot
+/// before it removes older ones, and it writes snapshots only while opening, so such a file
+/// never holds the only copy of anything: sled makes it again from the log.
+///
+/// Only while no process has the database open (sled's lock on its `db` file is free): one
+/// that is opening it may be writing such a file right now.
+fn remove_unfinished_snapshots(dir: &Path) -> Result<(), StoreError> {
+    let Ok(db) = std::fs::File::open(dir.join("db")) else {
+        return Ok(()); // a new database
+    };
+    if db.try_lock().is_err() {
+        return Ok(()); // held: opening reports it
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            let path = entry.path();
+            std::fs::remove_file(&path).map_err(|e| {
+                StoreError::Backend(format!(
+                    "cannot remove the unfinished snapshot {}: {e}",
+                    path.display()
+                ))
+            })?;
+        }
+    }
+    Ok(())
 }
 
 fn key(kind: u8, run: &str) -> Vec<u8> {
@@ -62,6 +111,7 @@ const PLUGIN: u8 = b'p';
 impl SledStore {
     /// Opens (or creates) the database in `dir`, with at most `cache_mib` of page cache.
     pub fn open(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
+        remove_unfinished_snapshots(dir)?;
         let db = sled::Config::new()
             .path(dir)
             .mode(sled::Mode::HighThroughput)
@@ -74,7 +124,31 @@ impl SledStore {
                 other => backend(other),
             })?;
         let data = db.open_tree("weft").map_err(backend)?;
-        Ok(SledStore { db, data })
+        Ok(SledStore {
+            db,
+            data,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Refuses a write of `bytes` unless the disk holding the database has room for it and
+    /// [`HEADROOM`]: sled stops for good (and may hang flushing) once one of its own writes
+    /// fails for want of space, while a write refused here leaves it working, so the home
+    /// works again as soon as there is space.
+    fn room(&self, bytes: usize) -> Result<(), StoreError> {
+        let Ok(fs) = rustix::fs::statvfs(&self.dir) else {
+            return Ok(()); // cannot tell: sled reports what happens
+        };
+        let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+        let need = (bytes as u64).saturating_add(HEADROOM);
+        if free < need {
+            return Err(StoreError::DiskFull(format!(
+                "{} KiB free, and writing needs {} KiB",
+                free >> 10,
+                need.div_ceil(1 << 10)
+            )));
+        }
+        Ok(())
     }
 
     fn summary_bytes(s: &RunSummary) -> Result<Vec<u8>, StoreError> {
@@ -96,6 +170,8 @@ impl Store for SledStore {
         if self.data.contains_key(key(SUMMARY, id)).map_err(backend)? {
             return Err(StoreError::RunExists(id.clone()));
         }
+        let plugins: usize = run.plugins.iter().map(|(_, bytes)| bytes.len()).sum();
+        self.room(plugins + run.definition.len() + run.base.len())?;
         for (digest, bytes) in run.plugins {
             let k = key(PLUGIN, digest);
             if !self.data.contains_key(&k).map_err(backend)? {
@@ -114,6 +190,7 @@ impl Store for SledStore {
     }
 
     fn append(&self, run_id: &str, at: RecordKey, record: &[u8]) -> Result<(), StoreError> {
+        self.room(record.len())?;
         self.data
             .insert(record_key(run_id, at), record)
             .map_err(backend)?;
@@ -121,6 +198,7 @@ impl Store for SledStore {
     }
 
     fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError> {
+        self.room(snapshot.len())?;
         self.data
             .insert(key(SNAPSHOT, run_id), snapshot)
             .map_err(backend)?;
@@ -128,8 +206,10 @@ impl Store for SledStore {
     }
 
     fn put_summary(&self, summary: &RunSummary) -> Result<(), StoreError> {
+        let bytes = Self::summary_bytes(summary)?;
+        self.room(bytes.len())?;
         self.data
-            .insert(key(SUMMARY, &summary.run_id), Self::summary_bytes(summary)?)
+            .insert(key(SUMMARY, &summary.run_id), bytes)
             .map_err(backend)?;
         Ok(())
     }

@@ -1,0 +1,236 @@
+//! A full disk on a real 2 MiB tmpfs: commands fail in bounded time with a message naming the
+//! disk and the home, what was started stays recoverable (S100, S101), and the home works again
+//! once there is space.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::torture::{Home, http, run_weft, serve};
+
+/// A tmpfs mounted on a temporary directory, unmounted when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (as `mount -o size=` reads it), or says why not and gives
+    /// `None` (mounting needs root or CAP_SYS_ADMIN).
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(Tmpfs { dir }),
+            Ok(out) => {
+                eprintln!(
+                    "skipped: cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The bytes still free.
+    fn free(&self) -> u64 {
+        let fs = rustix::fs::statvfs(self.path()).expect("statvfs");
+        fs.f_bavail * fs.f_frsize
+    }
+
+    /// Fills the disk until only `leave` bytes are free.
+    fn fill(&self, leave: u64) {
+        let filler = self.filler();
+        let mut size = std::fs::metadata(&filler).map(|m| m.len()).unwrap_or(0);
+        size += self.free().saturating_sub(leave);
+        // A file of zeros written out (a sparse one would take no space).
+        let zeros = vec![0u8; 64 << 10];
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&filler)
+            .expect("filler");
+        let mut written = std::fs::metadata(&filler).map(|m| m.len()).unwrap_or(0);
+        while written < size {
+            let n = (size - written).min(zeros.len() as u64) as usize;
+            if std::io::Write::write_all(&mut f, &zeros[..n]).is_err() {
+                break; // full
+            }
+            written += n as u64;
+        }
+    }
+
+    /// Frees everything [`Tmpfs::fill`] took.
+    fn empty(&self) {
+        let _ = std::fs::remove_file(self.filler());
+    }
+
+    fn filler(&self) -> PathBuf {
+        self.path().join("filler")
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+const SMALL: &str = r#"
+id: small
+steps:
+  - map: { id: a, expr: '{ n: 1 }' }
+  - sleep: { id: nap, ms: 1 }
+  - map: { id: b, expr: '{ n: (.steps.a.n + 1) }' }
+"#;
+
+/// Writes some 40 KiB a loop iteration (a sleep makes each its own transitions), 600 KiB in all.
+const GROW: &str = r#"
+id: grow
+steps:
+  - map: { id: zero, expr: '{ n: 0 }' }
+  - loop:
+      id: grow
+      do-until: '.output.n >= 15'
+      do:
+        - sleep: { id: tick, ms: 1 }
+        - map: { id: pad, expr: '{ n: (.input.n + 1), pad: ("x" * 4000) }' }
+  - map: { id: done, expr: '{ n: .steps.grow.n }' }
+"#;
+
+/// A home on `disk` whose database exists and has been opened twice (sled takes its first log
+/// segment on disk when it opens a database again).
+fn prepared_home(disk: &Tmpfs, small: &Path) -> PathBuf {
+    let home = disk.path().join("home");
+    let out = run_weft(&home, &["run", small.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = run_weft(&home, &["runs"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    home
+}
+
+#[test]
+fn s100_weft_run_on_a_full_disk_fails_cleanly_and_the_run_goes_on_once_there_is_space() {
+    let Some(disk) = Tmpfs::mount("2m") else {
+        return;
+    };
+    let files = Home::new();
+    let small = files.file("small.yaml", SMALL);
+    let grow = files.file("grow.yaml", GROW);
+    let home = prepared_home(&disk, &small);
+    let home_text = home.display().to_string();
+    let out = run_weft(&home, &["run", small.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 0, "{out:?}");
+
+    // Nothing free: the command fails at once, naming the disk and the home. Opening the home
+    // made sled write a snapshot, and it left the file empty: read as corruption at the next
+    // open, until weft removed such files.
+    disk.fill(0);
+    let out = run_weft(&home, &["run", small.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("disk is full"), "{out:?}");
+    assert!(out.stderr.contains(&home_text), "{out:?}");
+    let unfinished = std::fs::read_dir(home.join("db"))
+        .expect("the database directory")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".generating"));
+    assert!(
+        unfinished,
+        "sled left no unfinished snapshot this time: {out:?}"
+    );
+
+    // Room to start, not to finish: the run stops, stored, with how to go on.
+    disk.empty();
+    disk.fill(600 << 10);
+    let out = run_weft(
+        &home,
+        &["run", grow.to_str().expect("utf-8"), "--run-id", "grow"],
+    );
+    assert_eq!(out.code, 6, "{out:?}");
+    assert!(out.stderr.contains("disk is full"), "{out:?}");
+    assert!(out.stderr.contains(&home_text), "{out:?}");
+    assert!(out.stderr.contains("weft resume grow"), "{out:?}");
+
+    // Space again: the home opens, and the run goes on to its result.
+    disk.empty();
+    let out = run_weft(&home, &["resume", "grow", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let record: Value = serde_json::from_str(out.stdout.trim()).expect("JSON record");
+    assert_eq!(record["result"], json!({ "n": 15 }), "{record}");
+    let out = run_weft(&home, &["run", small.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 0, "{out:?}");
+}
+
+#[test]
+fn s100_weft_serve_refuses_writes_on_a_full_disk_and_serves_again_once_there_is_space() {
+    let Some(disk) = Tmpfs::mount("2m") else {
+        return;
+    };
+    let files = Home::new();
+    let small = files.file("small.yaml", SMALL);
+    let grow = files.file("grow.yaml", GROW);
+    let home = prepared_home(&disk, &small);
+    let (mut server, addr) = serve(&home);
+    let start = |file: &Path, query: &str| {
+        http(
+            addr,
+            "POST",
+            &format!("/runs{query}"),
+            &json!({ "file": file }).to_string(),
+        )
+        .expect("an answer")
+    };
+
+    // Full: a new run is refused with 507 and the reason.
+    disk.fill(0);
+    let (status, body) = start(&small, "");
+    assert_eq!(status, 507, "{body}");
+    assert!(body.contains("disk is full"), "{body}");
+    assert!(body.contains(&home.display().to_string()), "{body}");
+
+    // Room to start, not to finish: the run is acknowledged, then stops.
+    disk.empty();
+    disk.fill(600 << 10);
+    let (status, body) = start(&grow, "");
+    assert_eq!(status, 201, "{body}");
+    let id = serde_json::from_str::<Value>(&body).expect("JSON")["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_owned();
+    let line = server.expect_line(&format!("run {id} stopped"));
+    assert!(line.contains("disk is full"), "{line}");
+
+    // Space again: the same server starts runs, and the stopped one goes on.
+    disk.empty();
+    let (status, body) = start(&small, "?wait=true");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).expect("JSON")["result"],
+        json!({ "n": 2 })
+    );
+    let (status, body) =
+        http(addr, "POST", &format!("/runs/{id}/resume"), "{}").expect("an answer");
+    assert_eq!(status, 202, "{body}");
+    let (status, events) =
+        http(addr, "GET", &format!("/runs/{id}/events?follow=true"), "").expect("the run's events");
+    assert_eq!(status, 200, "{events}");
+    assert!(events.contains("\"run-succeeded\""), "{events}");
+    let (_, record) = http(addr, "GET", &format!("/runs/{id}"), "").expect("record");
+    let record: Value = serde_json::from_str(&record).expect("JSON");
+    assert_eq!(record["result"], json!({ "n": 15 }), "{record}");
+    server.kill();
+}
