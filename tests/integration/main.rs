@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod durability;
 mod hostile;
+mod loader_hardening;
 mod plugin;
 mod rerun;
 mod rules;
