@@ -276,33 +276,36 @@ impl Server {
         Server { child, addr }
     }
 
-    /// One HTTP request; the status and the body.
-    fn request(&mut self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
-        assert!(
-            self.child.try_wait().ok().flatten().is_none(),
-            "weft serve has ended"
-        );
-        let mut stream = TcpStream::connect(&self.addr).expect("connect to weft serve");
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            self.addr,
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).expect("send request");
-        let mut response = String::new();
-        stream.read_to_string(&mut response).expect("read response");
-        let status = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        (status, body)
+    /// One HTTP request while the server is alive; the status and the body.
+    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+        request(&self.addr, method, path, body)
     }
+}
+
+/// One HTTP request to `addr`; the status and the body.
+fn request(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect to weft serve");
+    stream
+        .set_read_timeout(Some(PROCESS_LIMIT))
+        .expect("set a read timeout");
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read response");
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
 }
 
 impl Drop for Server {
@@ -325,7 +328,7 @@ fn serve_survives_every_hostile_expression_and_file() {
         dir.file("halt.yaml", &map_file("halts", "halt_error")),
         chain_of_files(&dir, 1000),
     ];
-    let mut server = Server::start(&dir);
+    let server = Server::start(&dir);
     for file in &files {
         let (status, body) =
             server.request("POST", "/runs?wait=true", Some(&json!({ "file": file })));
@@ -338,4 +341,99 @@ fn serve_survives_every_hostile_expression_and_file() {
     assert_eq!(status, 200, "{body}");
     let runs: Value = serde_json::from_str(body.trim()).unwrap_or(Value::Null);
     assert!(runs.to_string().contains("failed"), "{runs}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expressions have a budget (`--expr-steps`, `WEFT_EXPR_STEPS`)
+
+const ENDLESS: [&str; 3] = ["def f: f; f", "last(range(1e18))", "[repeat(1)] | length"];
+
+#[test]
+fn an_endless_expression_fails_its_run_naming_the_budget() {
+    let dir = Dir::new();
+    for (i, expr) in ENDLESS.iter().enumerate() {
+        let file = dir.file(&format!("spin{i}.yaml"), &map_file("spins", expr));
+        let out = dir.weft(&["validate", &file]);
+        assert_eq!(out.code, 0, "{expr}: {out:?}");
+        let (code, record, stderr) = run_json(&dir, &file);
+        assert_eq!(code, 1, "{expr}: {stderr}");
+        assert_eq!(record["error"]["code"], "expression-error", "{expr}");
+        let message = record["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("did not finish within 500000 steps")
+                && message.contains("WEFT_EXPR_STEPS"),
+            "{expr}: {record}"
+        );
+    }
+}
+
+#[test]
+fn the_budget_is_set_by_weft_expr_steps() {
+    let dir = Dir::new();
+    let file = dir.file("count.yaml", &map_file("counts", "[range(5000)] | length"));
+    let (code, record, stderr) = run_json(&dir, &file);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(record["result"], json!(5000));
+    let out = finish(
+        dir.command(&["run", &file, "--json"])
+            .env("WEFT_EXPR_STEPS", "1000")
+            .spawn()
+            .expect("start weft"),
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stdout.contains("did not finish within 1000 steps"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn another_process_is_answered_while_an_endless_expression_runs() {
+    let dir = Dir::new();
+    let file = dir.file(
+        "spin.yaml",
+        &format!(
+            "id: spins\nsteps:\n  - map: {{ id: a, expr: {} }}\n  - map: {{ id: b, expr: {} }}\n",
+            json!(ENDLESS[0]),
+            json!(ENDLESS[0])
+        ),
+    );
+    let holder = dir
+        .command(&["run", &file, "--run-id", "spin"])
+        .spawn()
+        .expect("start weft run");
+    let show = dir.weft(&["show", "spin", "--json"]);
+    assert!([0, 2].contains(&show.code), "{show:?}");
+    let cancel = dir.weft(&["cancel", "spin"]);
+    assert!([0, 2].contains(&cancel.code), "{cancel:?}");
+    let out = finish(holder);
+    assert!([1, 4].contains(&out.code), "failed or cancelled: {out:?}");
+}
+
+#[test]
+fn serve_answers_while_two_endless_expressions_run() {
+    let dir = Dir::new();
+    let file = dir.file("spin.yaml", &map_file("spins", ENDLESS[0]));
+    let server = Server::start(&dir);
+    let runs: Vec<_> = (0..2)
+        .map(|_| {
+            let (addr, file) = (server.addr.clone(), file.clone());
+            std::thread::spawn(move || {
+                request(
+                    &addr,
+                    "POST",
+                    "/runs?wait=true",
+                    Some(&json!({ "file": file })),
+                )
+            })
+        })
+        .collect();
+    for run in runs {
+        let (status, body) = run.join().expect("request thread");
+        assert_eq!(status, 200, "{body}");
+        let record: Value = serde_json::from_str(body.trim()).unwrap_or(Value::Null);
+        assert_eq!(record["error"]["code"], "expression-error", "{body}");
+    }
+    let (status, body) = server.request("GET", "/runs", None);
+    assert_eq!(status, 200, "{body}");
 }

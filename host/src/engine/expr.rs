@@ -6,7 +6,7 @@
 //! - at load, the source is at most [`MAX_SOURCE_BYTES`] long and nests brackets at most
 //!   [`MAX_NESTING`] deep (`scan`); parsing and compiling run on a thread with a large stack;
 //! - every evaluation has a step budget ([`step_budget`], [`set_step_budget`]): each term jaq
-//!   runs is a step; a run out of steps fails with a message naming
+//!   runs and each value `range` yields is a step; a run out of steps fails with a message naming
 //!   the budget (`budget`);
 //! - recursion is bounded by a stack guard, and values by the step budget; an evaluation that
 //!   outgrows a small first allowance on the caller's thread is run again, from scratch, on a
@@ -80,7 +80,7 @@ pub fn step_budget() -> u64 {
 }
 
 /// Sets [`step_budget`] for every evaluation in this process from now on (at least 1). The CLI
-/// sets it from `WEFT_EXPR_STEPS`.
+/// sets it from `--expr-steps` / `WEFT_EXPR_STEPS`.
 pub fn set_step_budget(steps: u64) {
     STEP_BUDGET.store(steps.max(1), Ordering::Relaxed);
 }
@@ -193,7 +193,7 @@ fn finish(
     match done {
         Ok(result) => result,
         Err(Stop::Steps) => Err(format!(
-            "expression did not finish within {steps} steps (the budget is set by WEFT_EXPR_STEPS)"
+            "expression did not finish within {steps} steps (raise the budget with --expr-steps or WEFT_EXPR_STEPS)"
         )),
         Err(Stop::Stack) => Err("expression recursed too deeply".into()),
         Err(Stop::Panicked(text)) => Err(text),
@@ -290,6 +290,14 @@ mod hardening_tests {
             .eval_one(&json!(null))
             .expect_err("too deep");
         assert!(err.contains("recursed too deeply"), "{err}");
+    }
+
+    #[test]
+    fn endless_expressions_run_out_of_steps() {
+        for src in ["def f: f; f", "last(range(1e18))", "[repeat(1)]"] {
+            let err = Expr::new(src).eval(&json!(null)).expect_err(src);
+            assert!(err.contains("steps"), "{src}: {err}");
+        }
     }
 
     #[test]

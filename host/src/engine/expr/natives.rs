@@ -2,11 +2,13 @@
 //!
 //! - `halt/1` would end the whole process (`halt`, `halt_error`); here it raises an error.
 //! - `env/0` (and `$ENV`) would read the host's environment; here it raises an error.
+//! - `range/3` yields values without running terms; here each value is a step.
 //! - `fromjson/0` parses recursively; here input nesting deeper than [`MAX_VALUE_DEPTH`] is
 //!   refused first.
 
 use jaq_core::native::{Fun, bome, v};
-use jaq_core::{Error, Exn};
+use jaq_core::{Error, Exn, ValX};
+use jaq_json::Val;
 use jaq_std::ValT as _;
 
 use super::MAX_VALUE_DEPTH;
@@ -18,7 +20,7 @@ pub fn funs() -> impl Iterator<Item = Fun<Metered>> {
     let replaced = |(name, args, _): &Fun<Metered>| {
         matches!(
             (*name, args.len()),
-            ("halt", 1) | ("env", 0) | ("fromjson", 0)
+            ("halt", 1) | ("env", 0) | ("range", 3) | ("fromjson", 0)
         )
     };
     jaq_core::funs()
@@ -47,6 +49,17 @@ fn replacements() -> impl Iterator<Item = Fun<Metered>> {
             )))
         }),
     );
+    let range: Fun<Metered> = (
+        "range",
+        v(3),
+        jaq_core::Native::new(|mut cv| {
+            let meter = cv.0.data().meter;
+            let by = cv.0.pop_var();
+            let to = cv.0.pop_var();
+            let from = cv.0.pop_var();
+            Box::new(range(from, to, by).inspect(move |_| meter.tick()))
+        }),
+    );
     let fromjson: Fun<Metered> = (
         "fromjson",
         v(0),
@@ -73,7 +86,30 @@ fn replacements() -> impl Iterator<Item = Fun<Metered>> {
             Box::new(values.into_iter())
         }),
     );
-    [halt, env, fromjson].into_iter()
+    [halt, env, range, fromjson].into_iter()
+}
+
+/// `from`, `from + by`, … while short of `to` (as jaq's own `range/3`).
+fn range<'a>(from: Val, to: Val, by: Val) -> impl Iterator<Item = ValX<'a, Val>> + 'a {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let direction = by.partial_cmp(&Val::from(0isize)).unwrap_or(Equal);
+    let mut next = Some(Ok(from));
+    std::iter::from_fn(move || match next.take()? {
+        Ok(x) => {
+            let more = match direction {
+                Greater => x < to,
+                Less => x > to,
+                Equal => x != to,
+            };
+            if more {
+                next = Some((x.clone() + by.clone()).map_err(Exn::from));
+                Some(Ok(x))
+            } else {
+                None
+            }
+        }
+        Err(e) => Some(Err(e)),
+    })
 }
 
 /// How deep JSON text nests its arrays and objects (brackets inside strings not counted).
