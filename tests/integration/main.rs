@@ -11,6 +11,7 @@ mod driver_api;
 mod durability;
 mod full_disk;
 mod hostile;
+mod loader_hardening;
 mod plugin;
 mod plugin_host;
 mod rerun;

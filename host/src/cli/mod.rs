@@ -45,6 +45,10 @@ pub struct Cli {
     /// The home directory (database and plugin cache).
     #[arg(long, global = true, env = "WEFT_HOME", default_value = ".weft")]
     pub home: PathBuf,
+    /// The most steps one jq expression may take before it fails (default 500000); applies to
+    /// the runs this process drives.
+    #[arg(long, global = true, env = "WEFT_EXPR_STEPS")]
+    pub expr_steps: Option<u64>,
     /// What to do.
     #[command(subcommand)]
     pub command: Cmd,
@@ -167,6 +171,9 @@ pub enum PluginCmd {
 /// Runs the command line; returns the process exit code.
 pub async fn main(cli: Cli) -> i32 {
     let mut out = StdOutput;
+    if let Some(steps) = cli.expr_steps {
+        crate::engine::expr::set_step_budget(steps);
+    }
     let cmd = absolutize(cli.command);
     // Another process may hold the home for a moment without serving it yet (starting up, or a
     // short command ending): try again for a while before giving up.

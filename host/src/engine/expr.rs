@@ -1,19 +1,39 @@
 //! jq expressions (through jaq): `when`, loop tests, `map`, `sleep.until`.
 //!
-//! An [`Expr`] keeps its source; the compiled filter lives in a per-thread cache, because jaq's
-//! values are not `Send`. Evaluation is pure: no I/O and no clock.
+//! An [`Expr`] keeps its source; compiled filters are cached per process. Evaluation is pure (no
+//! I/O, no clock) and bounded, whatever the expression:
+//!
+//! - at load, the source is at most [`MAX_SOURCE_BYTES`] long and nests brackets at most
+//!   [`MAX_NESTING`] deep (`scan`); parsing and compiling run on a thread with a large stack;
+//! - every evaluation has a step budget ([`step_budget`], [`set_step_budget`]): each term jaq
+//!   runs and each value `range` yields is a step; a run out of steps fails with a message naming
+//!   the budget (`budget`);
+//! - recursion is bounded by a stack guard, and values by the step budget; an evaluation that
+//!   outgrows a small first allowance on the caller's thread is run again, from scratch, on a
+//!   thread whose stack is sized for the whole budget ([`Expr::eval`]);
+//! - `halt` and `env` raise errors instead of ending the process or reading its environment
+//!   (`natives`); results nest at most [`MAX_VALUE_DEPTH`] deep (`convert`).
 
-use std::cell::RefCell;
+mod budget;
+mod convert;
+mod describe;
+mod natives;
+mod scan;
+
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use jaq_core::Compiler;
 use jaq_core::load::{Arena, File, Loader};
-use jaq_core::{Compiler, Ctx, Vars, data, unwrap_valr};
-use jaq_json::Val;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 
-type Filter = jaq_core::Filter<data::JustLut<Val>>;
+use budget::{Metered, Stop};
+pub use convert::MAX_VALUE_DEPTH;
+pub use scan::{MAX_NESTING, MAX_SOURCE_BYTES};
+
+type Filter = jaq_core::Filter<Metered>;
 
 /// A jq expression, by its source text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,12 +43,57 @@ pub struct Expr {
     pub source: String,
 }
 
-thread_local! {
-    static COMPILED: RefCell<HashMap<String, Rc<Filter>>> = RefCell::new(HashMap::new());
+/// Why an expression cannot be used; its `Display` is one plain sentence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExprError {
+    /// The source is longer than [`MAX_SOURCE_BYTES`].
+    #[error("the expression is {len} bytes long; at most {MAX_SOURCE_BYTES} are allowed")]
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// Brackets nest deeper than [`MAX_NESTING`].
+    #[error("the expression nests too deeply at {at} (more than {MAX_NESTING} levels)")]
+    TooDeep {
+        /// Where the limit is crossed, e.g. `column 65` or `line 3, column 12`.
+        at: String,
+    },
+    /// jaq cannot parse it.
+    #[error("the expression does not parse: {0}")]
+    Parse(String),
+    /// It parses but names something undefined.
+    #[error("the expression does not compile: {0}")]
+    Compile(String),
+    /// Compiling it failed inside jaq or could not be started.
+    #[error("the expression could not be compiled: {0}")]
+    Internal(String),
 }
 
-/// The most compiled expressions kept per thread before the cache starts afresh.
+/// The default [`step_budget`]: about a tenth of a second of evaluation in a release build.
+pub const DEFAULT_STEP_BUDGET: u64 = 500_000;
+
+static STEP_BUDGET: AtomicU64 = AtomicU64::new(DEFAULT_STEP_BUDGET);
+
+/// The most steps one evaluation may take (default [`DEFAULT_STEP_BUDGET`]).
+pub fn step_budget() -> u64 {
+    STEP_BUDGET.load(Ordering::Relaxed)
+}
+
+/// Sets [`step_budget`] for every evaluation in this process from now on (at least 1). The CLI
+/// sets it from `--expr-steps` / `WEFT_EXPR_STEPS`.
+pub fn set_step_budget(steps: u64) {
+    STEP_BUDGET.store(steps.max(1), Ordering::Relaxed);
+}
+
+/// The most compiled expressions kept before the cache starts afresh.
 const CACHE_LIMIT: usize = 4096;
+
+static COMPILED: Mutex<Option<HashMap<String, Arc<Filter>>>> = Mutex::new(None);
+
+/// Parsing and compiling recurse along the expression's syntax tree, which a 64 KiB source can
+/// make thousands of levels deep (`1+1+…`); they run on a thread with this much stack (reserved,
+/// touched only as used).
+const COMPILE_STACK: usize = 256 << 20;
 
 impl Expr {
     /// An expression from its source; [`Expr::check`] tells whether it compiles.
@@ -38,37 +103,69 @@ impl Expr {
         }
     }
 
-    /// Compiles the expression, or says why it does not compile.
-    pub fn check(&self) -> Result<(), String> {
+    /// Compiles the expression, or says why it cannot be used.
+    pub fn check(&self) -> Result<(), ExprError> {
         self.compiled().map(|_| ())
     }
 
-    fn compiled(&self) -> Result<Rc<Filter>, String> {
-        if let Some(f) = COMPILED.with(|c| c.borrow().get(&self.source).cloned()) {
+    fn compiled(&self) -> Result<Arc<Filter>, ExprError> {
+        let cached = |c: &mut Option<HashMap<String, Arc<Filter>>>| {
+            c.as_ref().and_then(|m| m.get(&self.source).cloned())
+        };
+        if let Some(f) = cached(&mut COMPILED.lock().unwrap_or_else(PoisonError::into_inner)) {
             return Ok(f);
         }
-        let filter = Rc::new(compile(&self.source)?);
-        COMPILED.with(|c| {
-            let mut cache = c.borrow_mut();
-            if cache.len() >= CACHE_LIMIT {
-                cache.clear();
-            }
-            cache.insert(self.source.clone(), filter.clone());
-        });
+        scan::check_source(&self.source)?;
+        let source = self.source.as_str();
+        let filter = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("weft-expr-compile".into())
+                .stack_size(COMPILE_STACK)
+                .spawn_scoped(s, || compile(source))
+                .map_err(|e| ExprError::Internal(format!("cannot start a thread: {e}")))?
+                .join()
+                .unwrap_or_else(|payload| Err(ExprError::Internal(budget::panic_text(&*payload))))
+        })?;
+        let filter = Arc::new(filter);
+        let mut cache = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+        let map = cache.get_or_insert_with(HashMap::new);
+        if map.len() >= CACHE_LIMIT {
+            map.clear();
+        }
+        map.insert(self.source.clone(), filter.clone());
         Ok(filter)
     }
 
-    /// Every value the expression yields for `input`, or the first error it raises.
+    /// Every value the expression yields for `input`, or the first error it raises (an error
+    /// also when it runs out of its step budget or recurses too deeply).
     pub fn eval(&self, input: &Value) -> Result<Vec<Value>, String> {
-        let filter = self.compiled()?;
-        let input = to_val(input)?;
-        let ctx = Ctx::<data::JustLut<Val>>::new(&filter.lut, Vars::new([]));
-        filter
-            .id
-            .run((ctx, input))
-            .map(unwrap_valr)
-            .map(|r| r.map_err(|e| e.to_string()).and_then(|v| from_val(&v)))
-            .collect()
+        let filter = self.compiled().map_err(|e| e.to_string())?;
+        let steps = step_budget();
+        let first = steps.min(budget::INLINE_STEPS);
+        match budget::evaluate(&filter, input, first, budget::INLINE_STACK) {
+            Err(Stop::Steps) if first < steps => {}
+            Err(Stop::Stack) => {}
+            done => return finish(done, steps),
+        }
+        // Too big for the caller's stack: again, from scratch, on a thread sized for the budget.
+        let stack = budget::stack_for(steps);
+        std::thread::scope(|s| {
+            let spawned = std::thread::Builder::new()
+                .name("weft-expr".into())
+                .stack_size(stack)
+                .spawn_scoped(s, || {
+                    let done = budget::evaluate(&filter, input, steps, budget::guard_for(stack));
+                    finish(done, steps)
+                });
+            match spawned {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|payload| Err(budget::panic_text(&*payload))),
+                Err(e) => Err(format!(
+                    "cannot start a thread to evaluate the expression: {e}"
+                )),
+            }
+        })
     }
 
     /// The one value the expression yields; none or several are an error (S40).
@@ -88,81 +185,34 @@ impl Expr {
     }
 }
 
-fn compile(code: &str) -> Result<Filter, String> {
+/// An evaluation's outcome as the caller reads it.
+fn finish(
+    done: Result<Result<Vec<Value>, String>, Stop>,
+    steps: u64,
+) -> Result<Vec<Value>, String> {
+    match done {
+        Ok(result) => result,
+        Err(Stop::Steps) => Err(format!(
+            "expression did not finish within {steps} steps (raise the budget with --expr-steps or WEFT_EXPR_STEPS)"
+        )),
+        Err(Stop::Stack) => Err("expression recursed too deeply".into()),
+        Err(Stop::Panicked(text)) => Err(text),
+    }
+}
+
+fn compile(code: &str) -> Result<Filter, ExprError> {
     let defs = jaq_core::defs()
         .chain(jaq_std::defs())
         .chain(jaq_json::defs());
-    let funs = jaq_core::funs()
-        .chain(jaq_std::funs())
-        .chain(jaq_json::funs());
     let loader = Loader::new(defs);
     let arena = Arena::default();
     let modules = loader
         .load(&arena, File { code, path: () })
-        .map_err(|errs| format!("cannot parse `{code}`: {}", describe_errors(&errs)))?;
+        .map_err(|errs| ExprError::Parse(describe::load_errors(code, &errs)))?;
     Compiler::default()
-        .with_funs(funs)
+        .with_funs(natives::funs())
         .compile(modules)
-        .map_err(|errs| format!("cannot compile `{code}`: {}", describe_errors(&errs)))
-}
-
-fn describe_errors<T: std::fmt::Debug>(errs: &[T]) -> String {
-    let text = format!("{errs:?}");
-    if text.len() > 300 {
-        format!("{}…", &text[..text.floor_char_boundary(300)])
-    } else {
-        text
-    }
-}
-
-fn to_val(v: &Value) -> Result<Val, String> {
-    Ok(match v {
-        Value::Null => Val::Null,
-        Value::Bool(b) => Val::Bool(*b),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64().and_then(|i| isize::try_from(i).ok()) {
-                Val::from(i)
-            } else {
-                Val::from(n.as_f64().unwrap_or(f64::NAN))
-            }
-        }
-        Value::String(s) => Val::from(s.clone()),
-        Value::Array(a) => a.iter().map(to_val).collect::<Result<Val, String>>()?,
-        Value::Object(o) => {
-            let mut m = jaq_json::Map::default();
-            for (k, v) in o {
-                m.insert(Val::from(k.clone()), to_val(v)?);
-            }
-            Val::obj(m)
-        }
-    })
-}
-
-fn from_val(v: &Val) -> Result<Value, String> {
-    Ok(match v {
-        Val::Null => Value::Null,
-        Val::Bool(b) => Value::Bool(*b),
-        Val::Num(_) => {
-            let text = v.to_string();
-            match serde_json::from_str::<Number>(&text) {
-                Ok(n) => Value::Number(n),
-                Err(_) => Value::Null,
-            }
-        }
-        Val::TStr(b) | Val::BStr(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
-        Val::Arr(a) => Value::Array(a.iter().map(from_val).collect::<Result<_, _>>()?),
-        Val::Obj(o) => {
-            let mut m = Map::new();
-            for (k, v) in o.iter() {
-                let key = match k {
-                    Val::TStr(b) | Val::BStr(b) => String::from_utf8_lossy(b).into_owned(),
-                    other => return Err(format!("object key {other} is not a string")),
-                };
-                m.insert(key, from_val(v)?);
-            }
-            Value::Object(m)
-        }
-    })
+        .map_err(|errs| ExprError::Compile(describe::compile_errors(code, &errs)))
 }
 
 #[cfg(test)]
@@ -201,5 +251,64 @@ mod tests {
     fn a_bad_expression_does_not_compile() {
         assert!(Expr::new(".input | ][").check().is_err());
         assert!(Expr::new("nosuchfn(1)").check().is_err());
+    }
+}
+
+#[cfg(test)]
+mod hardening_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn deep_brackets_are_refused_before_jaq_parses_them() {
+        for (open, close) in [("(", ")"), ("[", "]"), ("{a:", "}")] {
+            let src = format!("{}1{}", open.repeat(1000), close.repeat(1000));
+            let err = Expr::new(src).check().expect_err("too deep");
+            assert!(err.to_string().contains("more than 64 levels"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_long_chain_compiles_and_evaluates() {
+        let src = vec!["1"; 2000].join("+");
+        assert_eq!(Expr::new(src).eval_one(&json!(null)), Ok(json!(2000)));
+    }
+
+    #[test]
+    fn a_deep_value_is_an_error_not_a_crash() {
+        let err = Expr::new("reduce range(100000) as $i (0; [.])")
+            .eval_one(&json!(null))
+            .expect_err("too deep");
+        assert!(err.contains("more than 100 levels"), "{err}");
+        let len = Expr::new("reduce range(100000) as $i (0; [.]) | length");
+        assert_eq!(len.eval_one(&json!(null)), Ok(json!(1)));
+    }
+
+    #[test]
+    fn deep_recursion_is_an_error_not_a_crash() {
+        let err = Expr::new("def f: [f]; f")
+            .eval_one(&json!(null))
+            .expect_err("too deep");
+        assert!(err.contains("recursed too deeply"), "{err}");
+    }
+
+    #[test]
+    fn endless_expressions_run_out_of_steps() {
+        for src in ["def f: f; f", "last(range(1e18))", "[repeat(1)]"] {
+            let err = Expr::new(src).eval(&json!(null)).expect_err(src);
+            assert!(err.contains("steps"), "{src}: {err}");
+        }
+    }
+
+    #[test]
+    fn halt_and_env_raise_errors() {
+        for src in ["halt", "halt_error", "env", "$ENV"] {
+            let e = Expr::new(src);
+            let err = e
+                .check()
+                .map_err(|e| e.to_string())
+                .and_then(|()| e.eval(&json!(null)).map(|v| format!("{v:?}")));
+            assert!(err.is_err(), "{src}: {err:?}");
+        }
     }
 }

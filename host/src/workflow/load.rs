@@ -67,17 +67,21 @@ pub async fn load_workflow_with(
     natives: &NativeSteps,
 ) -> Result<LoadedWorkflow, WorkflowError> {
     let mut files: HashMap<PathBuf, ParsedFile> = HashMap::new();
-    let top = absolute(path);
+    let top = Resolved::new(path);
     let mut plugins: BTreeMap<String, LoadedPlugin> = BTreeMap::new();
     let mut by_path: HashMap<PathBuf, String> = HashMap::new();
-    let mut todo = vec![top.clone()];
-    while let Some(file) = todo.pop() {
-        if files.contains_key(&file) {
+    // Each file to read, with the chain of files that named it (outermost first).
+    let mut todo: Vec<(Resolved, Vec<(PathBuf, u64)>)> = vec![(top.clone(), Vec::new())];
+    while let Some((file, chain)) = todo.pop() {
+        if files.contains_key(&file.key) {
             continue;
         }
+        if chain.len() > MAX_FILE_NESTING {
+            return Err(too_deep(&chain, &file.path));
+        }
         let parsed = match text {
-            Some(text) if file == top => parse_text(&file, text)?,
-            _ => parse_file(&file)?,
+            Some(text) if file.key == top.key => parse_text(&file.path, text)?,
+            _ => parse_file(&file.path)?,
         };
         for wasm in parsed.plugin_paths.values() {
             let (path, pin, line) = wasm;
@@ -86,7 +90,7 @@ pub async fn load_workflow_with(
             }
             let bytes = std::fs::read(path).map_err(|e| {
                 WorkflowError::at(
-                    &file,
+                    &file.path,
                     Some(*line),
                     format!("cannot read plugin {}: {e}", path.display()),
                     "fix the `wasm:` path; it is relative to this file's directory",
@@ -94,7 +98,7 @@ pub async fn load_workflow_with(
             })?;
             let plugin = host.load(&bytes, pin.as_deref()).await.map_err(|e| {
                 WorkflowError::at(
-                    &file,
+                    &file.path,
                     Some(*line),
                     format!("plugin {}: {e}", path.display()),
                     "",
@@ -109,8 +113,12 @@ pub async fn load_workflow_with(
                 },
             );
         }
-        todo.extend(parsed.nested.iter().cloned());
-        files.insert(file, parsed);
+        for (nested, line) in &parsed.nested {
+            let mut named = chain.clone();
+            named.push((file.path.clone(), *line));
+            todo.push((nested.clone(), named));
+        }
+        files.insert(file.key, parsed);
     }
     let mut builder = Builder {
         files: &files,
@@ -126,7 +134,7 @@ pub async fn load_workflow_with(
         },
         stack: Vec::new(),
     };
-    builder.file(&top, String::new(), None)?;
+    builder.file(&top.key, String::new(), None)?;
     Ok(LoadedWorkflow {
         graph: builder.graph,
         plugins,
@@ -134,17 +142,84 @@ pub async fn load_workflow_with(
     })
 }
 
+/// How deep `workflow:` entries may nest files: a file naming a file naming a file… at most this
+/// many levels below the top-level file.
+pub const MAX_FILE_NESTING: usize = 16;
+
+/// The most entries a workflow may expand to, nested files included (each use of a nested file
+/// expands it again).
+pub const MAX_ENTRIES: usize = 100_000;
+
 fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+    normalize(&std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()))
+}
+
+/// `path` with `.` and `..` components worked out lexically.
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push(part);
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A workflow file's path as messages name it, and the key that identifies the file on disk.
+#[derive(Clone, Debug)]
+struct Resolved {
+    /// Absolute, `..` worked out, links kept: relative paths inside the file start from here.
+    path: PathBuf,
+    /// The file itself (links followed), so that a file reached by two spellings is one file.
+    key: PathBuf,
+}
+
+impl Resolved {
+    fn new(path: &Path) -> Self {
+        let path = absolute(path);
+        let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        Resolved { path, key }
+    }
+}
+
+/// The refusal of `file`, named by the last file of `chain`, for nesting too deeply.
+fn too_deep(chain: &[(PathBuf, u64)], file: &Path) -> WorkflowError {
+    let names: Vec<String> = chain
+        .iter()
+        .map(|(p, _)| p.display().to_string())
+        .chain(std::iter::once(file.display().to_string()))
+        .collect();
+    let (by, line) = chain
+        .last()
+        .map(|(p, l)| (p.as_path(), Some(*l)))
+        .unwrap_or((file, None));
+    WorkflowError::at(
+        by,
+        line,
+        format!(
+            "workflow files nest more than {MAX_FILE_NESTING} levels deep: {}",
+            names.join(" → ")
+        ),
+        "inline some of the nested workflows, or flatten the chain of `workflow:` entries",
+    )
 }
 
 struct ParsedFile {
     raw: RawFile,
+    /// The file's path, as messages name it.
+    path: PathBuf,
     dir: PathBuf,
     /// Plugin alias → (resolved wasm path, pin, line).
     plugin_paths: BTreeMap<String, (PathBuf, Option<String>, u64)>,
-    /// Nested files named by `workflow:` entries, resolved.
-    nested: Vec<PathBuf>,
+    /// Nested files named by `workflow:` entries, resolved, with the line naming each.
+    nested: Vec<(Resolved, u64)>,
 }
 
 fn parse_file(path: &Path) -> Result<ParsedFile, WorkflowError> {
@@ -199,19 +274,23 @@ fn parse_text(path: &Path, text: &str) -> Result<ParsedFile, WorkflowError> {
     }
     Ok(ParsedFile {
         raw,
+        path: path.to_path_buf(),
         dir,
         plugin_paths,
         nested,
     })
 }
 
-fn collect_nested(e: &RawEntry, dir: &Path, out: &mut Vec<PathBuf>) {
-    let each_do = |d: &RawDo, out: &mut Vec<PathBuf>| match d {
+fn collect_nested(e: &RawEntry, dir: &Path, out: &mut Vec<(Resolved, u64)>) {
+    let each_do = |d: &RawDo, out: &mut Vec<(Resolved, u64)>| match d {
         RawDo::One(e) => collect_nested(e, dir, out),
         RawDo::List(l) => l.iter().for_each(|e| collect_nested(e, dir, out)),
     };
     if let Some(w) = &e.workflow {
-        out.push(absolute(&dir.join(&w.file.value)));
+        out.push((
+            Resolved::new(&dir.join(&w.file.value)),
+            w.file.referenced.line(),
+        ));
     }
     if let Some(p) = &e.parallel {
         p.steps.iter().for_each(|e| collect_nested(e, dir, out));
@@ -254,11 +333,21 @@ struct FileCx<'a> {
 impl<'a> Builder<'a> {
     fn file(
         &mut self,
-        path: &Path,
+        key: &Path,
         prefix: String,
         named_at: Option<(&Path, u64)>,
     ) -> Result<FileId, WorkflowError> {
-        if self.stack.iter().any(|p| p == path) {
+        let files = self.files;
+        let Some(parsed) = files.get(key) else {
+            return Err(WorkflowError::at(
+                key,
+                None,
+                "file was not loaded".into(),
+                "",
+            ));
+        };
+        let path = parsed.path.as_path();
+        if self.stack.iter().any(|p| p == key) {
             let (by, line) = named_at.unwrap_or((path, 0));
             return Err(WorkflowError::at(
                 by,
@@ -270,15 +359,20 @@ impl<'a> Builder<'a> {
                 "remove the cycle of `workflow:` entries",
             ));
         }
-        let files = self.files;
-        let Some(parsed) = files.get(path) else {
-            return Err(WorkflowError::at(
-                path,
-                None,
-                "file was not loaded".into(),
-                "",
-            ));
-        };
+        if self.stack.len() > MAX_FILE_NESTING {
+            let chain: Vec<(PathBuf, u64)> = self
+                .stack
+                .iter()
+                .filter_map(|k| files.get(k))
+                .map(|f| (f.path.clone(), 0))
+                .collect();
+            let mut err = too_deep(&chain, path);
+            if let Some((by, line)) = named_at {
+                err.file = by.to_path_buf();
+                err.line = Some(line);
+            }
+            return Err(err);
+        }
         let raw = &parsed.raw;
         let id = &raw.id.value;
         if id.is_empty()
@@ -328,7 +422,7 @@ impl<'a> Builder<'a> {
             initial_state,
             body: Vec::new(),
         });
-        self.stack.push(path.to_path_buf());
+        self.stack.push(key.to_path_buf());
         let mut fcx = FileCx {
             path,
             parsed,
@@ -375,7 +469,23 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn push(&mut self, id: &str, prefix: &str, fcx: &FileCx) -> (EntryId, String) {
+    fn push(
+        &mut self,
+        id: &str,
+        prefix: &str,
+        fcx: &FileCx,
+    ) -> Result<(EntryId, String), WorkflowError> {
+        if self.graph.entries.len() >= MAX_ENTRIES {
+            return Err(WorkflowError::at(
+                fcx.path,
+                None,
+                format!(
+                    "the workflow expands to more than {MAX_ENTRIES} entries (each use of a nested \
+                     workflow file counts all its entries again)"
+                ),
+                "use fewer nested workflows, or fewer entries in them",
+            ));
+        }
         let path = if prefix.is_empty() {
             id.to_owned()
         } else {
@@ -388,7 +498,7 @@ impl<'a> Builder<'a> {
             file: fcx.file,
             kind: EntryKind::Group { body: Vec::new() },
         });
-        (eid, path)
+        Ok((eid, path))
     }
 
     fn list(
@@ -460,7 +570,7 @@ impl<'a> Builder<'a> {
         }
         if let Some(p) = &e.parallel {
             self.claim_id(&p.id, fcx)?;
-            let (eid, path) = self.push(&p.id.value, prefix, fcx);
+            let (eid, path) = self.push(&p.id.value, prefix, fcx)?;
             let arms = p
                 .steps
                 .iter()
@@ -479,7 +589,7 @@ impl<'a> Builder<'a> {
         }
         if let Some(b) = &e.branch {
             self.claim_id(&b.id, fcx)?;
-            let (eid, path) = self.push(&b.id.value, prefix, fcx);
+            let (eid, path) = self.push(&b.id.value, prefix, fcx)?;
             let mut arms = Vec::new();
             for arm in &b.arms {
                 let when = self.expr(&arm.when, &format!("branch {path}: when"), fcx)?;
@@ -487,7 +597,7 @@ impl<'a> Builder<'a> {
                     (RawDo::One(one), _) => self.entry(one, &path, fcx)?,
                     (RawDo::List(_), Some(id)) => {
                         self.claim_id(id, fcx)?;
-                        let (gid, gpath) = self.push(&id.value, &path, fcx);
+                        let (gid, gpath) = self.push(&id.value, &path, fcx)?;
                         let body = self.list(&arm.do_, &gpath, fcx)?;
                         self.graph.entries[gid as usize].kind = EntryKind::Group { body };
                         gid
@@ -508,7 +618,7 @@ impl<'a> Builder<'a> {
         }
         if let Some(f) = &e.foreach {
             self.claim_id(&f.id, fcx)?;
-            let (eid, path) = self.push(&f.id.value, prefix, fcx);
+            let (eid, path) = self.push(&f.id.value, prefix, fcx)?;
             let concurrency = f.concurrency.unwrap_or(1);
             if concurrency == 0 {
                 return Err(WorkflowError::at(
@@ -524,7 +634,7 @@ impl<'a> Builder<'a> {
         }
         if let Some(l) = &e.loop_ {
             self.claim_id(&l.id, fcx)?;
-            let (eid, path) = self.push(&l.id.value, prefix, fcx);
+            let (eid, path) = self.push(&l.id.value, prefix, fcx)?;
             let (test, until) = match (&l.do_while, &l.do_until) {
                 (Some(w), None) => (self.expr(w, &format!("loop {path}: do-while"), fcx)?, false),
                 (None, Some(u)) => (self.expr(u, &format!("loop {path}: do-until"), fcx)?, true),
@@ -548,7 +658,7 @@ impl<'a> Builder<'a> {
         }
         if let Some(s) = &e.sleep {
             self.claim_id(&s.id, fcx)?;
-            let (eid, path) = self.push(&s.id.value, prefix, fcx);
+            let (eid, path) = self.push(&s.id.value, prefix, fcx)?;
             let until = match (&s.ms, &s.until) {
                 (Some(_), None) => None,
                 (None, Some(u)) => Some(self.expr(u, &format!("sleep {path}: until"), fcx)?),
@@ -566,16 +676,20 @@ impl<'a> Builder<'a> {
         }
         if let Some(m) = &e.map {
             self.claim_id(&m.id, fcx)?;
-            let (eid, path) = self.push(&m.id.value, prefix, fcx);
+            let (eid, path) = self.push(&m.id.value, prefix, fcx)?;
             let expr = self.expr(&m.expr, &format!("map {path}: expr"), fcx)?;
             self.graph.entries[eid as usize].kind = EntryKind::Map { expr };
             return Ok(eid);
         }
         if let Some(w) = &e.workflow {
             self.claim_id(&w.id, fcx)?;
-            let (eid, path) = self.push(&w.id.value, prefix, fcx);
-            let nested = absolute(&fcx.parsed.dir.join(&w.file.value));
-            let file = self.file(&nested, path, Some((fcx.path, w.file.referenced.line())))?;
+            let (eid, path) = self.push(&w.id.value, prefix, fcx)?;
+            let nested = Resolved::new(&fcx.parsed.dir.join(&w.file.value));
+            let file = self.file(
+                &nested.key,
+                path,
+                Some((fcx.path, w.file.referenced.line())),
+            )?;
             self.graph.entries[eid as usize].kind = EntryKind::Workflow { file };
             return Ok(eid);
         }
@@ -773,7 +887,7 @@ impl<'a> Builder<'a> {
             suspend: compile_schema(fcx.path, info.suspend_schema.clone(), "suspend-schema")?,
             resume: compile_schema(fcx.path, info.resume_schema.clone(), "resume-schema")?,
         };
-        let (eid, _) = self.push(&id.value, prefix, fcx);
+        let (eid, _) = self.push(&id.value, prefix, fcx)?;
         self.graph.entries[eid as usize].kind = EntryKind::Step(Box::new(StepDef {
             plugin: key,
             step: info.name.clone(),

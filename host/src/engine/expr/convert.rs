@@ -1,0 +1,154 @@
+//! JSON (`serde_json`) ⇄ jaq values, with bounds on depth and size.
+
+use serde_json::{Map, Number, Value};
+
+use jaq_json::Val;
+
+/// How deep a value an expression may yield: results are stored inside run records, which are
+/// read back with a parser that refuses nesting deeper than 128 levels.
+pub const MAX_VALUE_DEPTH: usize = 100;
+
+/// How deep an expression's input may nest.
+const MAX_INPUT_DEPTH: usize = 512;
+
+/// How large (in bytes of JSON, roughly) a value an expression may yield.
+pub const MAX_VALUE_BYTES: usize = 64 << 20;
+
+/// The expression's input as a jaq value.
+pub fn to_val(v: &Value) -> Result<Val, String> {
+    to_val_at(v, 0)
+}
+
+fn to_val_at(v: &Value, depth: usize) -> Result<Val, String> {
+    if depth > MAX_INPUT_DEPTH {
+        return Err(format!(
+            "the expression's input nests more than {MAX_INPUT_DEPTH} levels deep"
+        ));
+    }
+    Ok(match v {
+        Value::Null => Val::Null,
+        Value::Bool(b) => Val::Bool(*b),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64().and_then(|i| isize::try_from(i).ok()) {
+                Val::from(i)
+            } else {
+                Val::from(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Value::String(s) => Val::from(s.clone()),
+        Value::Array(a) => a
+            .iter()
+            .map(|v| to_val_at(v, depth + 1))
+            .collect::<Result<Val, String>>()?,
+        Value::Object(o) => {
+            let mut m = jaq_json::Map::default();
+            for (k, v) in o {
+                m.insert(Val::from(k.clone()), to_val_at(v, depth + 1)?);
+            }
+            Val::obj(m)
+        }
+    })
+}
+
+/// A value the expression yielded, as JSON; refused when deeper than [`MAX_VALUE_DEPTH`] or
+/// larger than [`MAX_VALUE_BYTES`].
+pub fn from_val(v: &Val) -> Result<Value, String> {
+    let mut bytes = 0;
+    from_val_at(v, 0, &mut bytes)
+}
+
+fn from_val_at(v: &Val, depth: usize, bytes: &mut usize) -> Result<Value, String> {
+    if depth > MAX_VALUE_DEPTH {
+        return Err(format!(
+            "the expression's value nests more than {MAX_VALUE_DEPTH} levels deep"
+        ));
+    }
+    Ok(match v {
+        Val::Null => {
+            grow(bytes, 4)?;
+            Value::Null
+        }
+        Val::Bool(b) => {
+            grow(bytes, 5)?;
+            Value::Bool(*b)
+        }
+        Val::Num(_) => {
+            let text = v.to_string();
+            grow(bytes, text.len())?;
+            match serde_json::from_str::<Number>(&text) {
+                Ok(n) => Value::Number(n),
+                Err(_) => Value::Null,
+            }
+        }
+        Val::TStr(b) | Val::BStr(b) => {
+            grow(bytes, b.len() + 2)?;
+            Value::String(String::from_utf8_lossy(b).into_owned())
+        }
+        Val::Arr(a) => {
+            grow(bytes, a.len() + 2)?;
+            let mut out = Vec::with_capacity(a.len());
+            for item in a.iter() {
+                out.push(from_val_at(item, depth + 1, bytes)?);
+            }
+            Value::Array(out)
+        }
+        Val::Obj(o) => {
+            grow(bytes, o.len() * 2 + 2)?;
+            let mut m = Map::new();
+            for (k, v) in o.iter() {
+                let key = match k {
+                    Val::TStr(b) | Val::BStr(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => {
+                        return Err(format!(
+                            "object key {} is not a string",
+                            super::describe::short(other)
+                        ));
+                    }
+                };
+                grow(bytes, key.len() + 2)?;
+                m.insert(key, from_val_at(v, depth + 1, bytes)?);
+            }
+            Value::Object(m)
+        }
+    })
+}
+
+/// Counts `n` more bytes of JSON; an error past [`MAX_VALUE_BYTES`].
+fn grow(bytes: &mut usize, n: usize) -> Result<(), String> {
+    *bytes = bytes.saturating_add(n);
+    if *bytes > MAX_VALUE_BYTES {
+        Err(format!(
+            "the expression's value is larger than {} MiB",
+            MAX_VALUE_BYTES >> 20
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_round_trip() {
+        let v = json!({"a": [1, 2.5, "x", null, true, {"b": {}}], "n": -3});
+        assert_eq!(to_val(&v).and_then(|x| from_val(&x)), Ok(v));
+    }
+
+    #[test]
+    fn too_deep_values_are_refused_both_ways() {
+        let mut deep = json!(0);
+        for _ in 0..(MAX_INPUT_DEPTH + 5) {
+            deep = json!([deep]);
+        }
+        assert!(to_val(&deep).is_err());
+        let mut val = Val::from(0isize);
+        for _ in 0..(MAX_VALUE_DEPTH + 1) {
+            val = [val].into_iter().collect();
+        }
+        let err = from_val(&val).expect_err("too deep");
+        assert!(err.contains("more than 100 levels"), "{err}");
+    }
+}

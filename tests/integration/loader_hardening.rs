@@ -1,0 +1,439 @@
+//! Hostile workflow files and expressions against the real `weft` binary: nothing a file says
+//! may crash or hang `weft validate`, `weft run` or `weft serve`, and every refusal names the
+//! file, the line and a fix. A stack overflow aborts the process, so these run `weft` itself.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How long any one `weft` process may take before the test gives up on it.
+const PROCESS_LIMIT: Duration = Duration::from_secs(180);
+
+/// What a finished `weft` process left.
+#[derive(Debug)]
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// A temporary directory holding a home and workflow files.
+struct Dir {
+    dir: tempfile::TempDir,
+}
+
+impl Dir {
+    fn new() -> Dir {
+        Dir {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes `text` as `name`; returns its path as a string.
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.path(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create dir");
+        }
+        std::fs::write(&path, text).expect("write file");
+        path.display().to_string()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+        cmd.env_remove("WEFT_HOME")
+            .env_remove("WEFT_LOG")
+            .env_remove("WEFT_EXPR_STEPS")
+            .current_dir(self.dir.path())
+            .arg("--home")
+            .arg(self.path("home"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Runs `weft --home HOME ARGS...` to its end (at most [`PROCESS_LIMIT`]).
+    fn weft(&self, args: &[&str]) -> Out {
+        finish(self.command(args).spawn().expect("start weft"))
+    }
+}
+
+/// Waits for `child` to end and collects its output; kills it past [`PROCESS_LIMIT`].
+fn finish(mut child: Child) -> Out {
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + PROCESS_LIMIT;
+    let code = loop {
+        match child.try_wait().expect("wait for weft") {
+            Some(status) => break status.code().unwrap_or(-1),
+            None if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("weft did not end within {PROCESS_LIMIT:?}");
+            }
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    Out {
+        code,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+/// A one-entry workflow whose map evaluates `expr`.
+fn map_file(id: &str, expr: &str) -> String {
+    format!(
+        "id: {id}\nsteps:\n  - map:\n      id: m\n      expr: {}\n",
+        json!(expr)
+    )
+}
+
+fn nested_parens(n: usize) -> String {
+    format!("{}1{}", "(".repeat(n), ")".repeat(n))
+}
+
+fn nested_brackets(n: usize) -> String {
+    format!("{}1{}", "[".repeat(n), "]".repeat(n))
+}
+
+fn long_sum(terms: usize) -> String {
+    vec!["1"; terms].join("+")
+}
+
+/// The run record printed by `weft run FILE --json`.
+fn run_json(dir: &Dir, file: &str) -> (i32, Value, String) {
+    let out = dir.weft(&["run", file, "--json"]);
+    let record = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("run {file} printed no record ({e}): {out:?}"));
+    (out.code, record, out.stderr)
+}
+
+#[test]
+fn deeply_nested_expressions_are_refused_with_file_line_and_fix() {
+    let dir = Dir::new();
+    for (name, expr) in [
+        ("parens.yaml", nested_parens(1000)),
+        ("brackets.yaml", nested_brackets(1000)),
+    ] {
+        let file = dir.file(name, &map_file("deep", &expr));
+        for cmd in ["validate", "run"] {
+            let out = dir.weft(&[cmd, &file]);
+            assert_eq!(out.code, 2, "{cmd} {name}: {out:?}");
+            assert!(
+                out.stderr.contains(&format!("{file}:5")),
+                "{cmd} {name} names file and line: {out:?}"
+            );
+            assert!(
+                out.stderr
+                    .contains("map m: expr: the expression nests too deeply at column 65 (more than 64 levels)"),
+                "{cmd} {name}: {out:?}"
+            );
+            assert!(out.stderr.contains("fix: "), "{cmd} {name}: {out:?}");
+        }
+    }
+}
+
+#[test]
+fn a_sum_of_2000_terms_validates_and_runs() {
+    let dir = Dir::new();
+    let file = dir.file("sum.yaml", &map_file("sum", &long_sum(2000)));
+    let out = dir.weft(&["validate", &file]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let (code, record, stderr) = run_json(&dir, &file);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(record["result"], json!(2000));
+}
+
+#[test]
+fn a_100000_deep_value_fails_the_run_instead_of_the_process() {
+    let dir = Dir::new();
+    let file = dir.file(
+        "deep.yaml",
+        &map_file("deep", "reduce range(100000) as $i (0; [.])"),
+    );
+    let (code, record, stderr) = run_json(&dir, &file);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(record["status"], "failed");
+    assert_eq!(record["error"]["code"], "expression-error");
+    let message = record["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("more than 100 levels"), "{record}");
+    // The same value, measured instead of returned, is fine.
+    let file = dir.file(
+        "length.yaml",
+        &map_file("length", "reduce range(100000) as $i (0; [.]) | length"),
+    );
+    let (code, record, stderr) = run_json(&dir, &file);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(record["result"], json!(1));
+}
+
+#[test]
+fn halt_fails_the_run_instead_of_ending_the_process() {
+    let dir = Dir::new();
+    let file = dir.file("halt.yaml", &map_file("halts", "halt_error"));
+    let (code, record, stderr) = run_json(&dir, &file);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(record["error"]["code"], "expression-error");
+    let run_id = record["run_id"].as_str().unwrap_or_default().to_owned();
+    let out = dir.weft(&["show", &run_id, "--json"]);
+    let stored: Value = serde_json::from_str(out.stdout.trim()).expect("record");
+    assert_eq!(stored["status"], "failed", "the run did not stay running");
+}
+
+/// `n0.yaml` names `n1.yaml`, which names `n2.yaml`, … up to `n{count-1}.yaml`.
+fn chain_of_files(dir: &Dir, count: usize) -> String {
+    for i in 0..count {
+        let body = if i + 1 < count {
+            format!("  - workflow: {{ id: next, file: n{}.yaml }}\n", i + 1)
+        } else {
+            "  - map: { id: m, expr: '.' }\n".into()
+        };
+        dir.file(&format!("n{i}.yaml"), &format!("id: n{i}\nsteps:\n{body}"));
+    }
+    dir.path("n0.yaml").display().to_string()
+}
+
+#[test]
+fn a_chain_of_1000_nested_workflow_files_is_refused_naming_the_chain() {
+    let dir = Dir::new();
+    let top = chain_of_files(&dir, 1000);
+    for cmd in ["validate", "run"] {
+        let out = dir.weft(&[cmd, &top]);
+        assert_eq!(out.code, 2, "{cmd}: {out:?}");
+        let named_by = dir.path("n16.yaml").display().to_string();
+        assert!(
+            out.stderr.contains(&format!("{named_by}:3")),
+            "{cmd}: names the file and line of the entry going too deep: {out:?}"
+        );
+        assert!(
+            out.stderr
+                .contains("workflow files nest more than 16 levels deep"),
+            "{cmd}: {out:?}"
+        );
+        assert!(
+            out.stderr.contains("n0.yaml → ") && out.stderr.contains("n17.yaml"),
+            "{cmd}: the chain is named: {out:?}"
+        );
+    }
+    // Sixteen levels below the top are fine.
+    let dir = Dir::new();
+    let top = chain_of_files(&dir, 17);
+    let out = dir.weft(&["validate", &top]);
+    assert_eq!(out.code, 0, "{out:?}");
+}
+
+/// `weft serve` on a free port; its address once it listens.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(dir: &Dir) -> Server {
+        let mut child = dir
+            .command(&["serve", "--addr", "127.0.0.1:0"])
+            .spawn()
+            .expect("start weft serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(rest) = line.split("serving http://").nth(1) {
+                        break rest
+                            .split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_owned();
+                    }
+                }
+                _ => panic!("weft serve ended before it listened"),
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        Server { child, addr }
+    }
+
+    /// One HTTP request while the server is alive; the status and the body.
+    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+        request(&self.addr, method, path, body)
+    }
+}
+
+/// One HTTP request to `addr`; the status and the body.
+fn request(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect to weft serve");
+    stream
+        .set_read_timeout(Some(PROCESS_LIMIT))
+        .expect("set a read timeout");
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read response");
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn serve_survives_every_hostile_expression_and_file() {
+    let dir = Dir::new();
+    let files = [
+        dir.file("parens.yaml", &map_file("parens", &nested_parens(1000))),
+        dir.file("sum.yaml", &map_file("sum", &long_sum(2000))),
+        dir.file(
+            "deep.yaml",
+            &map_file("deep", "reduce range(100000) as $i (0; [.])"),
+        ),
+        dir.file("halt.yaml", &map_file("halts", "halt_error")),
+        chain_of_files(&dir, 1000),
+    ];
+    let server = Server::start(&dir);
+    for file in &files {
+        let (status, body) =
+            server.request("POST", "/runs?wait=true", Some(&json!({ "file": file })));
+        assert!(
+            [200, 201, 400, 422].contains(&status),
+            "{file}: {status} {body}"
+        );
+    }
+    let (status, body) = server.request("GET", "/runs", None);
+    assert_eq!(status, 200, "{body}");
+    let runs: Value = serde_json::from_str(body.trim()).unwrap_or(Value::Null);
+    assert!(runs.to_string().contains("failed"), "{runs}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expressions have a budget (`--expr-steps`, `WEFT_EXPR_STEPS`)
+
+const ENDLESS: [&str; 3] = ["def f: f; f", "last(range(1e18))", "[repeat(1)] | length"];
+
+#[test]
+fn an_endless_expression_fails_its_run_naming_the_budget() {
+    let dir = Dir::new();
+    for (i, expr) in ENDLESS.iter().enumerate() {
+        let file = dir.file(&format!("spin{i}.yaml"), &map_file("spins", expr));
+        let out = dir.weft(&["validate", &file]);
+        assert_eq!(out.code, 0, "{expr}: {out:?}");
+        let (code, record, stderr) = run_json(&dir, &file);
+        assert_eq!(code, 1, "{expr}: {stderr}");
+        assert_eq!(record["error"]["code"], "expression-error", "{expr}");
+        let message = record["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("did not finish within 500000 steps")
+                && message.contains("WEFT_EXPR_STEPS"),
+            "{expr}: {record}"
+        );
+    }
+}
+
+#[test]
+fn the_budget_is_set_by_weft_expr_steps() {
+    let dir = Dir::new();
+    let file = dir.file("count.yaml", &map_file("counts", "[range(5000)] | length"));
+    let (code, record, stderr) = run_json(&dir, &file);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(record["result"], json!(5000));
+    let out = finish(
+        dir.command(&["run", &file, "--json"])
+            .env("WEFT_EXPR_STEPS", "1000")
+            .spawn()
+            .expect("start weft"),
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stdout.contains("did not finish within 1000 steps"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn another_process_is_answered_while_an_endless_expression_runs() {
+    let dir = Dir::new();
+    let file = dir.file(
+        "spin.yaml",
+        &format!(
+            "id: spins\nsteps:\n  - map: {{ id: a, expr: {} }}\n  - map: {{ id: b, expr: {} }}\n",
+            json!(ENDLESS[0]),
+            json!(ENDLESS[0])
+        ),
+    );
+    let holder = dir
+        .command(&["run", &file, "--run-id", "spin"])
+        .spawn()
+        .expect("start weft run");
+    let show = dir.weft(&["show", "spin", "--json"]);
+    assert!([0, 2].contains(&show.code), "{show:?}");
+    let cancel = dir.weft(&["cancel", "spin"]);
+    assert!([0, 2].contains(&cancel.code), "{cancel:?}");
+    let out = finish(holder);
+    assert!([1, 4].contains(&out.code), "failed or cancelled: {out:?}");
+}
+
+#[test]
+fn serve_answers_while_two_endless_expressions_run() {
+    let dir = Dir::new();
+    let file = dir.file("spin.yaml", &map_file("spins", ENDLESS[0]));
+    let server = Server::start(&dir);
+    let runs: Vec<_> = (0..2)
+        .map(|_| {
+            let (addr, file) = (server.addr.clone(), file.clone());
+            std::thread::spawn(move || {
+                request(
+                    &addr,
+                    "POST",
+                    "/runs?wait=true",
+                    Some(&json!({ "file": file })),
+                )
+            })
+        })
+        .collect();
+    for run in runs {
+        let (status, body) = run.join().expect("request thread");
+        assert_eq!(status, 200, "{body}");
+        let record: Value = serde_json::from_str(body.trim()).unwrap_or(Value::Null);
+        assert_eq!(record["error"]["code"], "expression-error", "{body}");
+    }
+    let (status, body) = server.request("GET", "/runs", None);
+    assert_eq!(status, 200, "{body}");
+}
