@@ -178,7 +178,7 @@ async fn cached_native_code_forged_by_whoever_can_write_the_cache_is_recompiled(
     assert_eq!(next.compilations(), 0);
 }
 
-/// Every file under `dir` with its contents' sha256, sorted.
+/// Every file below `dir` with the digest of its content (sled's own files by name only).
 fn tree(dir: &Path) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
@@ -187,6 +187,9 @@ fn tree(dir: &Path) -> Vec<(PathBuf, String)> {
             let path = entry.expect("entry").path();
             if path.is_dir() {
                 todo.push(path);
+            } else if path.starts_with(dir.join("db")) {
+                // sled flushes its own pages in the background: only its file names count.
+                out.push((path, String::new()));
             } else {
                 let bytes = std::fs::read(&path).expect("read file");
                 out.push((path, sha256_hex(&bytes)));

@@ -36,11 +36,13 @@ pub struct Unrecovered {
 }
 
 /// Whether `e` says the run's stored data cannot be loaded (as opposed to a store that cannot
-/// be reached right now).
+/// be reached right now). An entry in a newer format is not: a newer weft can still drive it,
+/// so it is left as it is.
 pub(crate) fn is_unloadable(e: &RuntimeError) -> bool {
     matches!(
         e,
         RuntimeError::Corrupt { .. }
+            | RuntimeError::CorruptEntry { .. }
             | RuntimeError::UnknownRun(_)
             | RuntimeError::Store(StoreError::Corrupt { .. })
     )
