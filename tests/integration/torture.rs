@@ -460,3 +460,43 @@ fn s101_s114_recovery_marks_runs_it_cannot_load_or_drive_failed_and_recovers_the
     let out = server.finish();
     assert!(!out.stderr.contains("recover"), "{out:?}");
 }
+
+const HOLD: &str = r#"
+id: hold
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: wait, plugin: kit, step: wait-abort, config: { max-ms: 600000 } }
+"#;
+
+#[test]
+fn s118_a_forwarded_run_whose_holder_dies_says_its_run_is_stored_and_how_to_go_on() {
+    let home = Home::new();
+    let hold = home.file("hold.yaml", HOLD);
+    let hold = hold.to_str().expect("utf-8");
+    let mut holder = Proc::start(weft(&home.home(), &["run", hold, "--run-id", "holder"]));
+    holder.expect_line("step-started wait");
+    // Served by the holder (S118), which picks the run id.
+    let mut client = Proc::start(weft(&home.home(), &["run", hold]));
+    client.expect_line("step-started wait");
+    holder.kill();
+    let out = client.finish();
+    assert_eq!(out.code, 6, "{out:?}");
+    let id = out
+        .stderr
+        .split("go on with `weft resume ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no way to go on in {out:?}"));
+    assert!(
+        out.stderr.contains(&format!(
+            "the weft process holding home {} stopped before run {id} ended",
+            home.home().display()
+        )),
+        "{out:?}"
+    );
+    let shown = run_weft(&home.home(), &["show", id, "--json"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    let record: Value = serde_json::from_str(shown.stdout.trim()).expect("JSON record");
+    assert_eq!(record["status"], "running", "{record}");
+}
