@@ -1,5 +1,7 @@
 //! The `weft` command line.
 
+use std::io::IsTerminal;
+
 use clap::Parser;
 
 /// mimalloc: the store and the JSON layer allocate many small, short-lived buffers, which
@@ -15,6 +17,8 @@ async fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = weft::cli::Cli::parse();
     let code = weft::cli::main(cli).await;

@@ -1,6 +1,6 @@
 //! A full disk on a real 2 MiB tmpfs: commands fail in bounded time with a message naming the
 //! disk and the home, what was started stays recoverable (S100, S101), and the home works again
-//! once there is space.
+//! once there is space. And a damaged database is reported in words a person can read.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -233,4 +233,32 @@ fn s100_weft_serve_refuses_writes_on_a_full_disk_and_serves_again_once_there_is_
     let record: Value = serde_json::from_str(&record).expect("JSON");
     assert_eq!(record["result"], json!({ "n": 15 }), "{record}");
     server.kill();
+}
+
+#[test]
+fn a_damaged_database_is_reported_in_sentences_without_debug_dumps_or_colour_codes() {
+    let files = Home::new();
+    let small = files.file("small.yaml", SMALL);
+    let home = files.home();
+    let out = run_weft(&home, &["run", small.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 0, "{out:?}");
+    // A snapshot file sled takes for its newest, with no valid checksum.
+    std::fs::write(
+        home.join("db").join("snap.FFFFFFFFFFFFFFFF"),
+        b"this is not a snapshot",
+    )
+    .expect("write");
+    let out = run_weft(&home, &["runs"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "error: cannot open home {}: store: the database is damaged",
+            home.display()
+        )),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains("backtrace"), "{out:?}");
+    // sled's own warning is there too, as plain text: stderr is not a terminal.
+    assert!(out.stderr.contains("corrupt snapshot"), "{out:?}");
+    assert!(!out.stderr.contains('\u{1b}'), "{out:?}");
 }

@@ -172,6 +172,22 @@ impl Proc {
         }
     }
 
+    /// Waits until stderr has shown `n` lines in all; false when it ended first.
+    pub fn read_lines(&mut self, n: usize) -> bool {
+        let deadline = Instant::now() + HANG;
+        while self.stderr.len() < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.stderr.push(line),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("weft hung; stderr so far:\n{}", self.stderr.join("\n"))
+                }
+            }
+        }
+        true
+    }
+
     /// SIGKILL, then reap.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -459,4 +475,213 @@ fn s101_s114_recovery_marks_runs_it_cannot_load_or_drive_failed_and_recovers_the
     server.kill();
     let out = server.finish();
     assert!(!out.stderr.contains("recover"), "{out:?}");
+}
+
+const HOLD: &str = r#"
+id: hold
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: wait, plugin: kit, step: wait-abort, config: { max-ms: 600000 } }
+"#;
+
+#[test]
+fn s118_a_forwarded_run_whose_holder_dies_says_its_run_is_stored_and_how_to_go_on() {
+    let home = Home::new();
+    let hold = home.file("hold.yaml", HOLD);
+    let hold = hold.to_str().expect("utf-8");
+    let mut holder = Proc::start(weft(&home.home(), &["run", hold, "--run-id", "holder"]));
+    holder.expect_line("step-started wait");
+    // Served by the holder (S118), which picks the run id.
+    let mut client = Proc::start(weft(&home.home(), &["run", hold]));
+    client.expect_line("step-started wait");
+    holder.kill();
+    let out = client.finish();
+    assert_eq!(out.code, 6, "{out:?}");
+    let id = out
+        .stderr
+        .split("go on with `weft resume ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no way to go on in {out:?}"));
+    assert!(
+        out.stderr.contains(&format!(
+            "the weft process holding home {} stopped before run {id} ended",
+            home.home().display()
+        )),
+        "{out:?}"
+    );
+    let shown = run_weft(&home.home(), &["show", id, "--json"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    let record: Value = serde_json::from_str(shown.stdout.trim()).expect("JSON record");
+    assert_eq!(record["status"], "running", "{record}");
+}
+
+/// Every entry kind a crash can hit: a sequence of plugin steps, a parallel, a foreach, a loop, a
+/// sleep and a suspension; each plugin step appends a line to the round's log in a granted
+/// directory, so its effects can be counted.
+const TORTURE: &str = r#"
+id: torture
+plugins:
+  kit:
+    wasm: "{testkit}"
+    grants: { dirs: [ { host: "./data", guest: /data, mode: rw } ] }
+steps:
+  - { id: first, plugin: kit, step: append, config: { file: /data/RUN.log } }
+  - parallel:
+      id: fan
+      steps:
+        - { id: left, plugin: kit, step: append, config: { file: /data/RUN.log } }
+        - { id: right, plugin: kit, step: append, config: { file: /data/RUN.log } }
+  - map: { id: items, expr: '[range(0; 3)]' }
+  - foreach:
+      id: each
+      concurrency: 2
+      do: { id: item, plugin: kit, step: append, config: { file: /data/RUN.log } }
+  - map: { id: zero, expr: '{ n: 0 }' }
+  - loop:
+      id: count
+      do-until: '.output.n >= 3'
+      do:
+        - { id: tick, plugin: kit, step: append, config: { file: /data/RUN.log } }
+        - map: { id: bump, expr: '{ n: (.input.n + 1) }' }
+  - sleep: { id: nap, ms: 20 }
+  - { id: gate, plugin: kit, step: suspend, config: { payload: { ask: go } } }
+  - { id: last, plugin: kit, step: append, config: { file: /data/RUN.log } }
+  - map: { id: out, expr: '{ n: .init.n, count: .steps.count.n, gate: .steps.gate.resumed }' }
+"#;
+
+/// The plugin steps of [`TORTURE`] that append a line, with how many times each runs.
+const EFFECTS: &[(&str, usize)] = &[
+    ("first", 1),
+    ("fan.left", 1),
+    ("fan.right", 1),
+    ("each.item", 3),
+    ("count.tick", 3),
+    ("last", 1),
+];
+
+/// Invocations of `path` the record shows started, and ended, (foreach items and loop
+/// iterations counted one by one).
+fn invocations(record: &Value, path: &str) -> (usize, usize) {
+    let Some(step) = record["steps"].get(path) else {
+        return (0, 0);
+    };
+    let ended = |s: &Value| usize::from(s["status"] == "success");
+    if let Some(items) = step["items"].as_array() {
+        return (items.len(), items.iter().map(ended).sum());
+    }
+    match step["iteration"].as_u64() {
+        // Earlier iterations all ended, or the loop would not have gone on.
+        Some(k) => (k as usize, k as usize - 1 + ended(step)),
+        None => (1, ended(step)),
+    }
+}
+
+/// Lines of `log` written by `path`.
+fn effects(log: &[String], path: &str) -> usize {
+    log.iter()
+        .filter(|l| l.split(' ').next() == Some(path))
+        .count()
+}
+
+fn read_log(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn s100_s102_s104_forty_runs_of_every_entry_kind_killed_at_random_moments_recover_exactly() {
+    let seed = seed("torture");
+    let mut rng = Rng(seed);
+    let home = Home::new();
+    std::fs::create_dir_all(home.dir.path().join("data")).expect("data dir");
+    let mut killed_mid_run = 0;
+    for round in 0..40u64 {
+        let run = format!("t{round}");
+        let at = format!("seed {seed} round {round}");
+        let file = home.file(&format!("{run}.yaml"), &TORTURE.replace("RUN", &run));
+        let log = home.dir.path().join("data").join(format!("{run}.log"));
+        let mut child = Proc::start(weft(
+            &home.home(),
+            &[
+                "run",
+                file.to_str().expect("utf-8"),
+                "--run-id",
+                &run,
+                "--input",
+                &format!("{{\"n\": {round}}}"),
+            ],
+        ));
+        // Kill once the run has printed `lines` progress lines (each printed after its event
+        // is stored), plus up to 2 ms, so the kill lands anywhere from before the run is
+        // stored to its suspension: between transitions, mid-invocation, mid-sleep.
+        let lines = rng.below(40) as usize;
+        let jitter = Duration::from_micros(rng.below(2_000));
+        let alive = child.read_lines(lines);
+        std::thread::sleep(jitter);
+        child.kill();
+        killed_mid_run += usize::from(alive);
+
+        let shown = run_weft(&home.home(), &["show", &run, "--json"]);
+        if shown.code != 0 {
+            // Killed before the run was stored: nothing to recover, nothing ran.
+            assert!(
+                read_log(&log).is_empty(),
+                "{at}: effects of an unstored run"
+            );
+            continue;
+        }
+        let before: Value = serde_json::from_str(shown.stdout.trim()).expect("record");
+        let before_log = read_log(&log);
+        if before["status"] != "suspended" {
+            assert!(
+                matches!(before["status"].as_str(), Some("running" | "pending")),
+                "{at}: {before}"
+            );
+            let out = run_weft(&home.home(), &["resume", &run, "--json"]);
+            assert_eq!(
+                out.code, 3,
+                "{at}: recovery did not reach the gate: {out:?}"
+            );
+        }
+        let out = run_weft(
+            &home.home(),
+            &["resume", &run, "--data", "{\"go\": true}", "--json"],
+        );
+        assert_eq!(out.code, 0, "{at}: {out:?}");
+        let after: Value = serde_json::from_str(out.stdout.trim()).expect("record");
+        assert_eq!(
+            after["result"],
+            serde_json::json!({ "n": round, "count": 3, "gate": { "go": true } }),
+            "{at}"
+        );
+        let after_log = read_log(&log);
+        for &(path, total) in EFFECTS {
+            let (started, ended) = invocations(&before, path);
+            let (was, is) = (effects(&before_log, path), effects(&after_log, path));
+            let context = format!(
+                "{at}: {path}: {started} started, {ended} ended at the kill; {was} effects then, {is} after"
+            );
+            assert!(
+                was >= ended,
+                "{context}: an ended invocation left no effect"
+            );
+            assert!(is >= total, "{context}: not every invocation ran");
+            // What ended before the kill never runs again (S102); what was in flight may
+            // run once more (S104).
+            assert!(
+                is - was <= total - ended,
+                "{context}: an ended invocation ran again"
+            );
+            assert!(is <= total + (started - ended), "{context}: ran too often");
+        }
+    }
+    assert!(
+        killed_mid_run >= 10,
+        "seed {seed}: only {killed_mid_run} of 40 kills landed while the run was going"
+    );
 }

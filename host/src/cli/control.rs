@@ -2,7 +2,10 @@
 //! `weft` process on that home through a Unix domain socket inside it.
 //!
 //! Protocol: the client sends one JSON line, the [`Cmd`](super::Cmd); the server answers with
-//! JSON lines `{"out": text}` / `{"err": text}` and finally `{"exit": code}`.
+//! JSON lines: `"accepted"` once it has taken the command, `{"started": run_id}` once the
+//! command's run is stored, `{"out": text}` / `{"err": text}`, and finally `{"exit": code}`.
+//! A client that hears nothing may open the home itself; one whose server dies after taking
+//! its command never runs it again (that could run it twice).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,6 +25,8 @@ pub const SOCKET: &str = "control.sock";
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Frame {
+    Accepted,
+    Started(String),
     Out(String),
     Err(String),
     Exit(i32),
@@ -123,6 +128,10 @@ impl Output for Remote {
     fn err(&mut self, text: &str) {
         let _ = self.0.send(Frame::Err(text.to_owned()));
     }
+
+    fn started(&mut self, run_id: &str) {
+        let _ = self.0.send(Frame::Started(run_id.to_owned()));
+    }
 }
 
 async fn handle(rt: Runtime, stream: UnixStream) {
@@ -136,6 +145,7 @@ async fn handle(rt: Runtime, stream: UnixStream) {
     tokio::spawn(async move {
         let code = match cmd {
             Ok(cmd) => {
+                let _ = tx.send(Frame::Accepted);
                 let mut out = Remote(tx.clone());
                 exec(&rt, cmd, &mut out).await
             }
@@ -169,20 +179,42 @@ pub async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32
     request.push('\n');
     write.write_all(request.as_bytes()).await.ok()?;
     let mut lines = BufReader::new(read).lines();
-    let mut answered = false;
+    let mut accepted = false;
+    let mut started = match cmd {
+        Cmd::Resume { run_id, .. } => Some(run_id.clone()),
+        _ => None,
+    };
     while let Ok(Some(line)) = lines.next_line().await {
         match serde_json::from_str::<Frame>(&line) {
+            Ok(Frame::Accepted) => accepted = true,
+            Ok(Frame::Started(id)) => started = Some(id),
             Ok(Frame::Out(t)) => out.line(&t),
             Ok(Frame::Err(t)) => out.err(&t),
             Ok(Frame::Exit(code)) => return Some(code),
             Err(_) => continue,
         }
-        answered = true;
     }
-    if !answered {
+    if !accepted {
         // The holder stopped before taking the command: the caller may try the home again.
         return None;
     }
-    out.err("error: the process holding the home went away before answering");
-    Some(super::EXIT_USAGE)
+    let holder = format!("the weft process holding home {} stopped", home.display());
+    match (cmd, started) {
+        (Cmd::Run { .. } | Cmd::Resume { .. }, Some(id)) => {
+            out.err(&format!(
+                "error: {holder} before run {id} ended or suspended. The run is stored: go on with `weft resume {id}`"
+            ));
+            Some(super::EXIT_INTERRUPTED)
+        }
+        (Cmd::Run { .. }, None) => {
+            out.err(&format!(
+                "error: {holder} after taking this command, before it reported a run. If it stored one, `weft runs` lists it, and `weft resume RUN-ID` goes on with it"
+            ));
+            Some(super::EXIT_INTERRUPTED)
+        }
+        _ => {
+            out.err(&format!("error: {holder} before answering; try again"));
+            Some(super::EXIT_USAGE)
+        }
+    }
 }

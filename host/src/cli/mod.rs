@@ -492,7 +492,10 @@ async fn rerun(
         None => None,
     };
     match rt.rerun(of, step, workflow.as_ref(), input, run_id).await {
-        Ok(id) => follow_run(rt, &id, 1, json, out).await,
+        Ok(id) => {
+            out.started(&id);
+            follow_run(rt, &id, 1, json, out).await
+        }
         Err(e) => refuse(out, &e),
     }
 }
@@ -516,6 +519,7 @@ async fn run(
         Ok(id) => id,
         Err(e) => return refuse(out, &e),
     };
+    out.started(&run_id);
     follow_run(rt, &run_id, 1, json, out).await
 }
 

@@ -10,6 +10,9 @@ pub trait Output: Send {
     fn line(&mut self, text: &str);
     /// One line of stderr.
     fn err(&mut self, text: &str);
+    /// The command's run `run_id` is stored: a client served through the control socket
+    /// learns it, so it can say how to go on should the serving process die (S118).
+    fn started(&mut self, _run_id: &str) {}
 }
 
 /// This process's own stdout and stderr.

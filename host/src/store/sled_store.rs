@@ -20,9 +20,11 @@ pub struct SledStore {
 /// segment size, which weft keeps) that sled may start writing at any time.
 const HEADROOM: u64 = 512 << 10;
 
+/// sled's error as a sentence (its own text ends in a debug dump such as `backtrace ()`).
 fn backend(e: sled::Error) -> StoreError {
-    match &e {
-        sled::Error::Io(io)
+    use sled::Error;
+    match e {
+        Error::Io(io)
             if matches!(
                 io.kind(),
                 std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
@@ -30,7 +32,23 @@ fn backend(e: sled::Error) -> StoreError {
         {
             StoreError::DiskFull(io.to_string())
         }
-        _ => StoreError::Backend(e.to_string()),
+        Error::Io(io) => StoreError::Backend(format!("cannot read or write the database: {io}")),
+        Error::Corruption { at: Some(at), .. } => StoreError::Backend(format!(
+            "the database is damaged: sled read corrupted data at {at}"
+        )),
+        Error::Corruption { at: None, .. } => {
+            StoreError::Backend("the database is damaged: sled read corrupted data".into())
+        }
+        Error::ReportableBug(what) => {
+            StoreError::Backend(format!("the database failed (a bug in sled): {what}"))
+        }
+        Error::Unsupported(what) => {
+            StoreError::Backend(format!("the database refused an operation: {what}"))
+        }
+        Error::CollectionNotFound(name) => StoreError::Backend(format!(
+            "the database has no collection {}",
+            String::from_utf8_lossy(&name)
+        )),
     }
 }
 
