@@ -27,10 +27,15 @@ struct Dir {
 }
 
 impl Dir {
+    /// A fresh directory whose home shares the compiled-plugin cache of the other tests.
     fn new() -> Dir {
-        Dir {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).expect("create home");
+        let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
+        std::fs::create_dir_all(&cache).expect("create the shared plugin cache");
+        std::os::unix::fs::symlink(&cache, home.join("cache")).expect("link the plugin cache");
+        Dir { dir }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -436,4 +441,115 @@ fn serve_answers_while_two_endless_expressions_run() {
     }
     let (status, body) = server.request("GET", "/runs", None);
     assert_eq!(status, 200, "{body}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nonsense in a file is refused with the file, the line and a fix
+
+/// Checks that `weft validate` refuses `yaml` (plugin placeholders replaced), naming the line
+/// holding `needle`, saying `message` and giving a fix.
+fn assert_refused(yaml: &str, needle: &str, message: &str) {
+    let dir = Dir::new();
+    let text = crate::common::plugin_paths(yaml);
+    let file = dir.file("bad.yaml", &text);
+    let line = text
+        .lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("{needle:?} is not in the file"));
+    let out = dir.weft(&["validate", &file]);
+    assert_eq!(out.code, 2, "{yaml}\n{out:?}");
+    assert!(
+        out.stderr.contains(&format!("{file}:{line}")),
+        "names {file}:{line}: {out:?}"
+    );
+    assert!(out.stderr.contains(message), "says {message:?}: {out:?}");
+    assert!(out.stderr.contains("\n  fix: "), "gives a fix: {out:?}");
+}
+
+/// A workflow whose one step uses the testkit plugin declared with `plugin` (indented under
+/// the alias) and whose retry policy is `retry`.
+fn kit_file(plugin: &str, retry: &str) -> String {
+    format!(
+        "id: kit\nplugins:\n  kit:\n    wasm: \"{{testkit}}\"\n{plugin}steps:\n  - id: a\n    plugin: kit\n    step: inc\n{retry}"
+    )
+}
+
+#[test]
+fn s51_s52_retry_numbers_out_of_range_are_refused() {
+    for (retry, message) in [
+        ("    retry: { backoff: .nan }\n", "retry.backoff is NaN"),
+        ("    retry: { backoff: .inf }\n", "retry.backoff is inf"),
+        ("    retry: { backoff: -2 }\n", "retry.backoff is -2"),
+        ("    retry: { attempts: 0 }\n", "retry.attempts is 0"),
+        (
+            "    retry: { delay-ms: 18446744073709551615 }\n",
+            "retry.delay-ms is 18446744073709551615; at most 2592000000",
+        ),
+        (
+            "    retry: { attempts: 5, max-delay-ms: 9999999999999 }\n",
+            "retry.max-delay-ms is 9999999999999",
+        ),
+    ] {
+        assert_refused(&kit_file("", retry), "retry:", message);
+    }
+    let default = "id: kit\nretry: { backoff: .nan }\nsteps:\n  - map: { id: m, expr: '.' }\n";
+    assert_refused(default, "retry:", "retry.backoff is NaN");
+}
+
+#[test]
+fn limits_and_grants_of_the_wrong_shape_or_range_are_refused() {
+    for (plugin, message) in [
+        ("    limits: [1, 2]\n", "`limits` must be a mapping"),
+        ("    grants: [1]\n", "`grants` must be a mapping"),
+        (
+            "    grants: { dirs: [[\"/tmp\", \"/data\"]] }\n",
+            "`grants.dirs[]` must be a mapping",
+        ),
+        (
+            "    limits: { memory-mib: 1000000000000 }\n",
+            "limits.memory-mib is 1000000000000; at most 65536",
+        ),
+        (
+            "    grants: { dirs: [ { host: /tmp, guest: data } ] }\n",
+            "guest path `data` must be absolute",
+        ),
+        (
+            "    grants: { dirs: [ { host: /tmp, guest: /data/../etc } ] }\n",
+            "guest path `/data/../etc` must be absolute and must not contain `..`",
+        ),
+    ] {
+        let needle = plugin.trim().split(':').next().unwrap_or_default();
+        assert_refused(&kit_file(plugin, ""), needle, message);
+    }
+}
+
+#[test]
+fn ids_outside_lowercase_ascii_are_refused() {
+    for id in ["Has Space", "Caps", "a/b", "naïve", "dot.ted"] {
+        let yaml = format!(
+            "id: ids\nsteps:\n  - map: {{ id: {}, expr: '.' }}\n",
+            json!(id)
+        );
+        assert_refused(&yaml, "map:", &format!("id `{id}` is not valid"));
+    }
+    let arm = "id: arms\nsteps:\n  - branch:\n      id: b\n      arms:\n        - id: Yes\n          when: 'true'\n          do: { map: { id: m, expr: '.' } }\n";
+    assert_refused(arm, "- id: Yes", "arm id `Yes` is not valid");
+}
+
+#[test]
+fn s42_a_cycle_spelled_through_dot_dot_is_reported_as_a_cycle() {
+    let dir = Dir::new();
+    std::fs::create_dir_all(dir.path("sub")).expect("mkdir");
+    let file = dir.file(
+        "self.yaml",
+        "id: again\nsteps:\n  - workflow: { id: again, file: ./sub/../self.yaml }\n",
+    );
+    let out = dir.weft(&["validate", &file]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains(&format!("{file}:3")), "{out:?}");
+    assert!(
+        out.stderr.contains("names itself through nested workflows"),
+        "{out:?}"
+    );
 }

@@ -9,8 +9,8 @@ use indexmap::IndexMap;
 use serde_json::{Value, json};
 use serde_saphyr::{Location, Spanned};
 
-use super::WorkflowError;
 use super::raw::*;
+use super::{WorkflowError, checks};
 use crate::engine::expr::Expr;
 use crate::engine::model::*;
 use crate::engine::schema::{self, Schema};
@@ -375,17 +375,16 @@ impl<'a> Builder<'a> {
         }
         let raw = &parsed.raw;
         let id = &raw.id.value;
-        if id.is_empty()
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-        {
+        if !checks::valid_id(id) {
             return Err(WorkflowError::at(
                 path,
                 line(&raw.id.referenced),
                 format!("workflow id `{id}` is not valid"),
                 "use lowercase letters, digits, `-` and `_` only",
             ));
+        }
+        if let Some(r) = &raw.retry {
+            check_retry(path, r)?;
         }
         let file_id = self.graph.files.len() as FileId;
         let input_schema = file_schema(path, raw.input_schema.as_ref(), "input-schema")?;
@@ -428,7 +427,11 @@ impl<'a> Builder<'a> {
             parsed,
             file: file_id,
             ids: HashMap::new(),
-            retry: raw.retry.clone().unwrap_or_default(),
+            retry: raw
+                .retry
+                .as_ref()
+                .map(|r| r.value.clone())
+                .unwrap_or_default(),
         };
         if raw.steps.value.is_empty() {
             return Err(WorkflowError::at(
@@ -450,12 +453,12 @@ impl<'a> Builder<'a> {
     fn claim_id(&mut self, id: &Spanned<String>, fcx: &mut FileCx) -> Result<(), WorkflowError> {
         let name = &id.value;
         let ln = id.referenced.line();
-        if name.is_empty() || name.contains('.') {
+        if !checks::valid_id(name) {
             return Err(WorkflowError::at(
                 fcx.path,
                 Some(ln),
                 format!("id `{name}` is not valid"),
-                "ids must be non-empty and must not contain `.`",
+                "use lowercase letters, digits, `-` and `_` only (`[a-z0-9-_]+`)",
             ));
         }
         if let Some(first) = fcx.ids.insert(name.clone(), ln) {
@@ -594,7 +597,17 @@ impl<'a> Builder<'a> {
             for arm in &b.arms {
                 let when = self.expr(&arm.when, &format!("branch {path}: when"), fcx)?;
                 let entry = match (&arm.do_, &arm.id) {
-                    (RawDo::One(one), _) => self.entry(one, &path, fcx)?,
+                    (RawDo::One(one), id) => {
+                        if let Some(id) = id.as_ref().filter(|id| !checks::valid_id(&id.value)) {
+                            return Err(WorkflowError::at(
+                                fcx.path,
+                                line(&id.referenced),
+                                format!("arm id `{}` is not valid", id.value),
+                                "use lowercase letters, digits, `-` and `_` only (`[a-z0-9-_]+`)",
+                            ));
+                        }
+                        self.entry(one, &path, fcx)?
+                    }
                     (RawDo::List(_), Some(id)) => {
                         self.claim_id(id, fcx)?;
                         let (gid, gpath) = self.push(&id.value, &path, fcx)?;
@@ -829,15 +842,36 @@ impl<'a> Builder<'a> {
         if !self.graph.plugins.contains_key(&key) {
             let raw = &parsed.raw.plugins[&alias.value].value;
             let sandbox = sandbox_value(raw, &parsed.dir);
-            if let Err(err) = serde_json::from_value::<Sandbox>(sandbox.clone())
-                .map_err(|e| e.to_string())
-                .and_then(|s| self.host.check_sandbox(&s).map_err(|e| e.to_string()))
-            {
+            let declared = &parsed.raw.plugins[&alias.value];
+            let at = |part: Option<checks::Part>| {
+                match part {
+                    Some(checks::Part::Limits) => raw.limits.as_ref().map(|l| l.referenced.line()),
+                    Some(checks::Part::Grants) => raw.grants.as_ref().map(|g| g.referenced.line()),
+                    None => None,
+                }
+                .or_else(|| line(&declared.referenced))
+            };
+            let checked = checks::sandbox_shape(
+                raw.limits.as_ref().map(|l| &l.value),
+                raw.grants.as_ref().map(|g| &g.value),
+            )
+            .map_err(|(m, part)| (m, Some(part)))
+            .and_then(|()| {
+                serde_json::from_value::<Sandbox>(sandbox.clone())
+                    .map_err(|e| (e.to_string(), None))
+            })
+            .and_then(|s| {
+                self.host
+                    .check_sandbox(&s)
+                    .map_err(|e| (e.to_string(), None))?;
+                checks::sandbox_values(&s).map_err(|(m, part)| (m, Some(part)))
+            });
+            if let Err((err, part)) = checked {
                 return Err(WorkflowError::at(
                     fcx.path,
-                    line(&parsed.raw.plugins[&alias.value].referenced),
+                    at(part),
                     format!("plugin `{}`: {err}", alias.value),
-                    "fix `limits:` / `grants:`",
+                    "fix `limits:` / `grants:` (WORKFLOW-FORMAT.md §1)",
                 ));
             }
             self.graph.plugins.insert(
@@ -880,7 +914,10 @@ impl<'a> Builder<'a> {
                 ));
             }
         }
-        let retry = merge_retry(&fcx.retry, e.retry.as_ref());
+        if let Some(r) = &e.retry {
+            check_retry(fcx.path, r)?;
+        }
+        let retry = merge_retry(&fcx.retry, e.retry.as_ref().map(|r| &r.value));
         let schemas = StepSchemas {
             input: compile_schema(fcx.path, info.input_schema.clone(), "input-schema")?,
             output: compile_schema(fcx.path, info.output_schema.clone(), "output-schema")?,
@@ -898,6 +935,12 @@ impl<'a> Builder<'a> {
         }));
         Ok(eid)
     }
+}
+
+/// Refuses a `retry:` policy with numbers outside their range (S51, S52).
+fn check_retry(path: &Path, r: &Spanned<RawRetry>) -> Result<(), WorkflowError> {
+    checks::retry(&r.value)
+        .map_err(|(message, fix)| WorkflowError::at(path, line(&r.referenced), message, fix))
 }
 
 fn merge_retry(default: &RawRetry, own: Option<&RawRetry>) -> RetryPolicy {
@@ -919,7 +962,11 @@ fn merge_retry(default: &RawRetry, own: Option<&RawRetry>) -> RetryPolicy {
 }
 
 fn sandbox_value(raw: &RawPlugin, dir: &Path) -> Value {
-    let mut grants = raw.grants.clone().unwrap_or_else(|| json!({}));
+    let mut grants = raw
+        .grants
+        .as_ref()
+        .map(|g| g.value.clone())
+        .unwrap_or_else(|| json!({}));
     if let Some(dirs) = grants.get_mut("dirs").and_then(Value::as_array_mut) {
         for d in dirs {
             if let Some(host) = d.get("host").and_then(Value::as_str) {
@@ -928,7 +975,12 @@ fn sandbox_value(raw: &RawPlugin, dir: &Path) -> Value {
             }
         }
     }
-    json!({ "limits": raw.limits.clone().unwrap_or_else(|| json!({})), "grants": grants })
+    let limits = raw
+        .limits
+        .as_ref()
+        .map(|l| l.value.clone())
+        .unwrap_or_else(|| json!({}));
+    json!({ "limits": limits, "grants": grants })
 }
 
 /// A schema written in the file, refused with its line when it is not a valid schema.

@@ -1,12 +1,16 @@
 //! Workflow files: the YAML (or JSON) format of WORKFLOW-FORMAT.md §1, checked into a graph.
 
+mod checks;
 mod load;
 mod raw;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use load::{LoadedPlugin, LoadedWorkflow, load_workflow, load_workflow_with};
+pub use checks::{MAX_LIMIT_MIB, MAX_RETRY_DELAY_MS};
+pub use load::{
+    LoadedPlugin, LoadedWorkflow, MAX_ENTRIES, MAX_FILE_NESTING, load_workflow, load_workflow_with,
+};
 
 /// Why a workflow file was refused: the file, the line, what is wrong and how to fix it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -22,7 +22,7 @@ pub struct RawFile {
     #[serde(default)]
     pub initial_state: Option<Value>,
     #[serde(default)]
-    pub retry: Option<RawRetry>,
+    pub retry: Option<Spanned<RawRetry>>,
     #[serde(default)]
     pub plugins: BTreeMap<String, Spanned<RawPlugin>>,
     pub steps: Spanned<Vec<RawEntry>>,
@@ -36,9 +36,9 @@ pub struct RawPlugin {
     #[serde(default)]
     pub sha256: Option<String>,
     #[serde(default)]
-    pub limits: Option<Value>,
+    pub limits: Option<Spanned<Value>>,
     #[serde(default)]
-    pub grants: Option<Value>,
+    pub grants: Option<Spanned<Value>>,
 }
 
 /// A retry policy; absent fields inherit (S51).
@@ -66,7 +66,7 @@ pub struct RawEntry {
     #[serde(default)]
     pub config: Option<Value>,
     #[serde(default)]
-    pub retry: Option<RawRetry>,
+    pub retry: Option<Spanned<RawRetry>>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     #[serde(default)]
