@@ -861,10 +861,12 @@ impl<'a> Builder<'a> {
                     .map_err(|e| (e.to_string(), None))
             })
             .and_then(|s| {
+                // The values first, so a malformed grant is named as such before its place.
+                s.check().map_err(|e| (e.to_string(), None))?;
+                checks::sandbox_values(&s).map_err(|(m, part)| (m, Some(part)))?;
                 self.host
                     .check_sandbox(&s)
-                    .map_err(|e| (e.to_string(), None))?;
-                checks::sandbox_values(&s).map_err(|(m, part)| (m, Some(part)))
+                    .map_err(|e| (e.to_string(), None))
             });
             if let Err((err, part)) = checked {
                 return Err(WorkflowError::at(
