@@ -446,13 +446,8 @@ fn s101_s114_recovery_marks_runs_it_cannot_load_or_drive_failed_and_recovers_the
     let (_, record) = http(addr, "GET", "/runs/orphan", "").expect("the orphan's record");
     let record: Value = serde_json::from_str(&record).expect("JSON");
     assert_eq!(record["result"], serde_json::json!({ "n": 42 }), "{record}");
-    // The run the core failed on ends failed, readable, with its cause.
-    let (_, events) = http(addr, "GET", "/runs/broken/events?follow=true", "").expect("events");
-    assert!(events.contains("\"run-failed\""), "{events}");
-    let (_, record) = http(addr, "GET", "/runs/broken", "").expect("record");
-    let record: Value = serde_json::from_str(&record).expect("JSON");
-    assert_eq!(record["status"], "failed", "{record}");
-    assert_eq!(record["error"]["code"], "host-error", "{record}");
+    // The run whose state names an entry its graph lacks is refused by the read check, so it
+    // is marked failed like the garbled ones (asserted with them below).
     // The unloadable one is marked failed, so nothing tries it again; `cancel`, served by
     // `serve`, answers that it has ended.
     let line = server.expect_line("garbled");
