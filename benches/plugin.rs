@@ -170,12 +170,9 @@ async fn bench() {
 
 /// A plugin host with its own cache directory, pooled or on demand.
 fn host_with(cache: Option<&Path>, pooled: bool) -> PluginHost {
-    let mut config = HostConfig {
-        cache_dir: cache.map(Path::to_path_buf),
-        ..HostConfig::default()
-    };
-    config.pool.enabled = pooled;
-    PluginHost::new(config).expect("plugin host")
+    let config = HostConfig::default().with_cache_dir(cache.map(Path::to_path_buf));
+    let pool = config.pool.clone().with_enabled(pooled);
+    PluginHost::new(config.with_pool(pool)).expect("plugin host")
 }
 
 fn step_call(input: Value, config: Value, state: Value) -> StepCall {

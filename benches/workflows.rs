@@ -137,7 +137,7 @@ async fn one(rt: &Runtime, w: &LoadedWorkflow, input: &Value, resume: bool) {
             foreach_index: None,
             data: json!({"add": 7}),
         };
-        rt.resume(&id, req, false).await.expect("resume");
+        rt.resume(&id, req).await.expect("resume");
         rec = rt.wait(&id).await.expect("wait");
     }
     assert_eq!(rec.status, RunStatus::Success, "{:?}", rec.error);
@@ -172,11 +172,8 @@ async fn run_scenario(rt: &Runtime, dir: &std::path::Path, s: &Scenario) {
 }
 
 async fn floor(dir: &std::path::Path) {
-    let host = PluginHost::new(HostConfig {
-        cache_dir: Some(dir.join("floor-cache")),
-        ..HostConfig::default()
-    })
-    .expect("host");
+    let host = PluginHost::new(HostConfig::default().with_cache_dir(Some(dir.join("floor-cache"))))
+        .expect("host");
     let bytes = std::fs::read(weft_guests::TESTKIT).expect("testkit");
     let plugin = host.load(&bytes, None).await.expect("load");
     let sandbox = Arc::new(Sandbox::default());

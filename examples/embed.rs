@@ -8,11 +8,10 @@
 
 use anyhow::Context;
 use serde_json::json;
-use weft::builder::{Entry, PluginSpec, WorkflowBuilder};
-use weft::driver::{Runtime, RuntimeConfig};
-use weft::engine::invocation::{StepFailure, StepOutcome};
-use weft::engine::{ResumeRequest, RunStatus};
-use weft::native::NativeStep;
+use weft::{
+    Entry, NativeStep, PluginSpec, ResumeRequest, RunStatus, Runtime, RuntimeConfig, StepFailure,
+    StepOutcome, WorkflowBuilder,
+};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -59,10 +58,11 @@ async fn main() -> anyhow::Result<()> {
         foreach_index: None,
         data: json!({ "approved": true, "by": "ana" }),
     };
-    rt.resume(&run_id, resume, false).await?;
+    rt.resume(&run_id, resume).await?;
     let record = rt.wait(&run_id).await?;
-    for event in rt.watch(&run_id, 1)?.try_recv().into_iter() {
-        println!("first event: {}", serde_json::to_string(&*event)?);
+    let mut events = rt.watch(&run_id, 1)?;
+    while let Some(event) = events.recv().await {
+        println!("event: {}", serde_json::to_string(&*event)?);
     }
     println!("result: {}", serde_json::to_string(&record.result)?);
     anyhow::ensure!(

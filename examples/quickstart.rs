@@ -12,8 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use weft::driver::{Runtime, RuntimeConfig};
-use weft::workflow::load_workflow;
+use weft::{RunStatus, Runtime, RuntimeConfig, load_workflow};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -44,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(&record)?);
     println!("run {run_id}: {} (home: {})", record.status, home.display());
     anyhow::ensure!(
-        record.status == weft::engine::RunStatus::Success,
+        record.status == RunStatus::Success,
         "the run did not succeed"
     );
     Ok(())

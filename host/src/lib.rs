@@ -1,15 +1,109 @@
 //! weft: a durable workflow host whose steps and tools are sandboxed WebAssembly components.
 //!
-//! The crate is layered as `docs/ARCHITECTURE.md` in the repository describes: [`engine`] is the pure core,
+//! A workflow is a graph of entries — steps, parallel arms, branches, foreach, loops, sleeps,
+//! maps and nested workflows — written as a YAML file or built in Rust with
+//! [`WorkflowBuilder`]. Steps are WebAssembly components run in wasmtime under the limits and
+//! grants the workflow gives them, or [`NativeStep`]s: async Rust closures registered by name.
+//! Every transition of a run is stored before its effects happen, so a run survives its process:
+//! it can suspend for days waiting for a resume, and a run whose process died is recovered where
+//! it stood.
+//!
+//! # Embedding
+//!
+//! A [`Runtime`] owns one home directory (its database and compiled-plugin cache). Open it,
+//! register native steps, load or build a workflow, start runs:
+//!
+//! ```
+//! use serde_json::json;
+//! use weft::{Entry, NativeStep, RunStatus, Runtime, RuntimeConfig, StepOutcome, WorkflowBuilder};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let home = tempfile::tempdir()?;
+//! let rt = Runtime::open(home.path(), RuntimeConfig::default())?;
+//!
+//! // A native step: plain Rust, invoked like a plugin step, with the same retries and schemas.
+//! rt.register(
+//!     "greet",
+//!     NativeStep::new(|call| async move {
+//!         let name = call.call.input["name"].as_str().unwrap_or("world").to_owned();
+//!         Ok(StepOutcome::Done(json!({ "greeting": format!("hello, {name}") })))
+//!     }),
+//! );
+//!
+//! let workflow = WorkflowBuilder::new("hello")
+//!     .then(Entry::native("greet", "greet"))
+//!     .build(&rt)
+//!     .await?;
+//! let run_id = rt.start(&workflow, json!({ "name": "ana" }), None).await?;
+//! let record = rt.wait(&run_id).await?;
+//! assert_eq!(record.status, RunStatus::Success);
+//! assert_eq!(record.result, Some(json!({ "greeting": "hello, ana" })));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! What a runtime does with a run:
+//!
+//! - [`Runtime::start`] stores a new run and drives it in the background; [`Runtime::wait`]
+//!   waits until it ends or suspends and returns its [`RunRecord`]; [`Runtime::show`] reads
+//!   the record at any time, [`Runtime::runs`] lists runs.
+//! - [`Runtime::watch`] streams a run's [`StoredEvent`]s, stored then live, until its closing
+//!   event; [`Runtime::watch_settled`] also ends at the suspension the run stands at.
+//! - [`Runtime::resume`] answers suspended steps with a [`ResumeRequest`];
+//!   [`Runtime::cancel`] cancels; [`Runtime::recover`] takes over a running run whose process
+//!   died; [`Runtime::rerun`] starts a new run from a step of an ended one.
+//!
+//! Workflow files are loaded with [`Runtime::load_workflow`]; besides closures,
+//! [`Runtime::register_executor`] takes any [`StepExecutor`]. Every limit, size and wait is a
+//! [`RuntimeConfig`] field with a default (start from `Default`, chain the `with_*` setters),
+//! including the [`Clock`] the driver reads: a [`ManualClock`] lets tests pass hour-long sleeps
+//! at once.
+//!
+//! # Layers
+//!
+//! [`engine`] is the pure core (graph, run state, events, `advance`; no I/O, no clock),
 //! [`plugin`] runs WebAssembly components, [`store`] keeps runs durable, [`driver`] ties them
-//! together, and [`cli`] is the command line on top.
+//! together on tokio, [`workflow`] loads and checks workflow files, [`limits`] and [`run_id`]
+//! hold the size, depth and run-id rules, [`executor`] is the one seam through which a step
+//! runs, and [`builder`] and [`native`] are the Rust-side ways to write workflows and steps.
+//! With the default features, `cli` is the `weft` command line and `server` the HTTP API of
+//! `weft serve`; an embedder that needs neither turns them off (`default-features = false`)
+//! and compiles neither clap nor axum.
+//!
+//! # The contract
+//!
+//! The behaviour is specified in the repository's `docs/`: `docs/SEMANTICS.md` (the numbered
+//! rules S1–S118 that tests are named after), `docs/WORKFLOW-FORMAT.md` (workflow files, run
+//! records, events, the command line) and `docs/ARCHITECTURE.md` (these layers and how a
+//! transition is made durable).
 
 pub mod builder;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod driver;
 pub mod engine;
+pub mod executor;
+pub(crate) mod home;
+pub mod limits;
 pub mod native;
 pub mod plugin;
+pub mod run_id;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod store;
 pub mod workflow;
+
+pub use builder::{Arm, Body, Entry, PluginSpec, WorkflowBuilder};
+pub use driver::{
+    Clock, ManualClock, RunRecord, Runtime, RuntimeConfig, RuntimeError, StoredEvent, SystemClock,
+};
+pub use engine::invocation::{StepCall, StepFailure, StepOutcome};
+pub use engine::{EventKind, Refusal, ResumeRequest, RunStatus};
+pub use executor::{StepExecutor, StepRequest};
+pub use limits::LimitError;
+pub use native::{NativeCall, NativeStep};
+pub use plugin::{HostConfig, PluginError, PoolConfig};
+pub use run_id::InvalidRunId;
+pub use store::{RunSummary, StoreError};
+pub use workflow::{LoadedWorkflow, WorkflowError, load_workflow};

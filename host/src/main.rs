@@ -14,7 +14,8 @@ async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // sled's own reports of a damaged database repeat what weft's refusal says.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sled=off")),
         )
         .with_writer(std::io::stderr)
         // Colour codes only for a terminal: a log file or a pipe gets plain text.

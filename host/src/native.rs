@@ -3,22 +3,26 @@
 //! A workflow names one with `{ id: ..., native: NAME }` (or [`crate::builder::Entry::native`]).
 //! It gets the same [`StepCall`] a plugin step gets, can write chunks, log and patch the state
 //! through its [`NativeCall`], and follows the same rules for retries, schemas and suspension.
+//! A native step is a [`StepExecutor`]; [`NativeSteps`] holds any executor by name.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
 
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::engine::invocation::{InvocationResult, StepCall, StepFailure, StepOutcome};
+use crate::executor::{StepExecutor, StepRequest};
 use crate::plugin::{AbortHandle, EventSink, GuestEvent, LogLevel, RunAccess, StepInfo};
 
-/// The plugin key native steps use in a graph.
+/// The plugin key native steps use in a graph: what a stored graph says of a step that an
+/// executor registered by name runs.
 pub const NATIVE_PLUGIN: &str = "native";
 
-type BoxFuture = Pin<Box<dyn Future<Output = Result<StepOutcome, StepFailure>> + Send>>;
-type NativeFn = dyn Fn(NativeCall) -> BoxFuture + Send + Sync;
+type NativeFuture = Pin<Box<dyn Future<Output = Result<StepOutcome, StepFailure>> + Send>>;
+type NativeFn = dyn Fn(NativeCall) -> NativeFuture + Send + Sync;
 
 /// One native step: the function and what it declares about itself.
 #[derive(Clone)]
@@ -35,15 +39,7 @@ impl NativeStep {
         Fut: Future<Output = Result<StepOutcome, StepFailure>> + Send + 'static,
     {
         NativeStep {
-            info: StepInfo {
-                name: String::new(),
-                description: String::new(),
-                input_schema: None,
-                output_schema: None,
-                suspend_schema: None,
-                resume_schema: None,
-                config_schema: None,
-            },
+            info: StepInfo::default(),
             run: Arc::new(move |call| Box::pin(f(call))),
         }
     }
@@ -88,29 +84,48 @@ impl NativeStep {
     pub fn info(&self) -> &StepInfo {
         &self.info
     }
+}
 
-    /// Runs one invocation.
-    pub async fn execute(
-        &self,
-        call: StepCall,
-        sink: Arc<dyn EventSink>,
-        run: Arc<dyn RunAccess>,
-        abort: AbortHandle,
-    ) -> InvocationResult {
+impl StepExecutor for NativeStep {
+    /// Runs one invocation. Past its deadline (S15) the step sees its abort with reason
+    /// `timeout` and the attempt fails with `timeout` at once: the step's future is dropped,
+    /// which stops a Rust future at its next await.
+    fn execute(&self, request: StepRequest) -> BoxFuture<'_, InvocationResult> {
+        let StepRequest { call, io, .. } = request;
+        // The step's own view: a timeout aborts it without touching the driver's handle.
+        let abort = io.abort.child();
         let patches = Arc::new(Mutex::new(Vec::new()));
         let native = NativeCall {
             call,
-            sink,
-            run,
+            sink: io.sink,
+            run: io.run,
             abort: abort.clone(),
             patches: patches.clone(),
         };
-        let outcome = tokio::select! {
-            r = (self.run)(native) => r,
-            () = abort.aborted() => Err(StepFailure::new("cancelled", "the step was cancelled").not_retryable()),
-        };
-        let patches = std::mem::take(&mut *patches.lock().unwrap_or_else(|e| e.into_inner()));
-        InvocationResult { outcome, patches }
+        let run = (self.run)(native);
+        let deadline = io.deadline;
+        Box::pin(async move {
+            let past_deadline = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let outcome = tokio::select! {
+                r = run => r,
+                () = abort.aborted() => Err(StepFailure::new("cancelled", "the step was cancelled").not_retryable()),
+                () = past_deadline => {
+                    abort.abort("timeout");
+                    let ms = deadline.map(|d| d.as_millis()).unwrap_or_default();
+                    Err(StepFailure::new(
+                        "timeout",
+                        format!("the native step did not finish within its deadline of {ms} ms"),
+                    ))
+                }
+            };
+            let patches = std::mem::take(&mut *patches.lock().unwrap_or_else(|e| e.into_inner()));
+            InvocationResult { outcome, patches }
+        })
     }
 }
 
@@ -170,25 +185,55 @@ impl NativeCall {
     }
 }
 
-/// The native steps a runtime knows, by name.
-#[derive(Default)]
+/// The steps a runtime runs in-process, by name: native steps and other registered executors.
+///
+/// Cheap to clone; clones share the registry.
+#[derive(Clone, Default)]
 pub struct NativeSteps {
-    steps: RwLock<HashMap<String, NativeStep>>,
+    steps: Arc<RwLock<HashMap<String, Registered>>>,
+}
+
+/// A registered executor and what it declares about the step it runs.
+#[derive(Clone)]
+struct Registered {
+    info: StepInfo,
+    executor: Arc<dyn StepExecutor>,
 }
 
 impl NativeSteps {
     /// Registers (or replaces) `step` under `name`.
-    pub fn register(&self, name: impl Into<String>, mut step: NativeStep) {
+    pub fn register(&self, name: impl Into<String>, step: NativeStep) {
+        let info = step.info.clone();
+        self.register_executor(name, info, Arc::new(step));
+    }
+
+    /// Registers (or replaces) `executor` under `name`: a workflow step `{ native: NAME }` runs
+    /// it with `info`'s schemas and the name as its step name; `info.name` is set to `name`.
+    pub fn register_executor(
+        &self,
+        name: impl Into<String>,
+        mut info: StepInfo,
+        executor: Arc<dyn StepExecutor>,
+    ) {
         let name = name.into();
-        step.info.name = name.clone();
+        info.name = name.clone();
         self.steps
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(name, step);
+            .insert(name, Registered { info, executor });
     }
 
-    /// The step registered under `name`.
-    pub fn get(&self, name: &str) -> Option<NativeStep> {
+    /// What the step registered under `name` declares.
+    pub fn info(&self, name: &str) -> Option<StepInfo> {
+        self.registered(name).map(|r| r.info)
+    }
+
+    /// The executor registered under `name`.
+    pub fn executor(&self, name: &str) -> Option<Arc<dyn StepExecutor>> {
+        self.registered(name).map(|r| r.executor)
+    }
+
+    fn registered(&self, name: &str) -> Option<Registered> {
         self.steps
             .read()
             .unwrap_or_else(|e| e.into_inner())

@@ -23,7 +23,8 @@ const PROCESS_LIMIT: Duration = Duration::from_secs(180);
 const POLL_ATTEMPTS: u32 = 600;
 const POLL_PAUSE: Duration = Duration::from_millis(50);
 
-const INC: &str = r#"
+/// One `inc` step of testkit.
+pub(crate) const INC: &str = r#"
 id: inc
 plugins:
   kit: { wasm: "{testkit}" }

@@ -42,7 +42,7 @@ async fn s45_every_enclosing_workflow_entry_is_suspended_while_its_inner_step_is
     }
     let mut rx = env.rt.watch(&id, 1).expect("watch");
     env.rt
-        .resume(&id, req(Some("outer"), None, None, json!({})), false)
+        .resume(&id, req(Some("outer"), None, None, json!({})))
         .await
         .expect("resume accepted");
     until_event(&mut rx, "step-started", Some("outer.inner.w")).await;

@@ -122,7 +122,7 @@ async fn s106_http_events_pass_a_suspension_that_was_resumed_or_ended() {
     assert_eq!(rec.status, RunStatus::Suspended);
     let id = rec.run_id;
     env.rt
-        .resume(&id, req(None, None, None, json!({})), false)
+        .resume(&id, req(None, None, None, json!({})))
         .await
         .expect("resume");
     assert_eq!(settle(&env, &id).await.status, RunStatus::Suspended);
@@ -139,7 +139,7 @@ async fn s106_http_events_pass_a_suspension_that_was_resumed_or_ended() {
     assert_eq!(k.last().map(String::as_str), Some("run-suspended"), "{k:?}");
 
     env.rt
-        .resume(&id, req(None, None, None, json!({})), false)
+        .resume(&id, req(None, None, None, json!({})))
         .await
         .expect("resume");
     assert_eq!(settle(&env, &id).await.status, RunStatus::Success);
@@ -164,7 +164,7 @@ async fn s106_embedded_watch_passes_a_suspension_that_was_resumed_or_cancelled()
         Some("run-suspended")
     );
     env.rt
-        .resume(&id, req(None, None, None, json!({})), false)
+        .resume(&id, req(None, None, None, json!({})))
         .await
         .expect("resume");
     assert_eq!(settle(&env, &id).await.status, RunStatus::Suspended);
@@ -271,9 +271,9 @@ fn edited(bytes: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
 /// (snapshot of a newer format), `broken` (snapshot naming an entry the graph lacks),
 /// `garbled` (snapshot that is not JSON), `newgraph` (graph of a newer format) and `orphan`
 /// (running, no process drives it, first state of a newer format). `good` stays as it is.
-fn spoil(db: &std::path::Path) {
+fn spoil(home: &std::path::Path) {
     use weft::store::{NewRun, SledStore, Store};
-    let store = SledStore::open(db, 8).expect("open the store");
+    let store = SledStore::open(home, 8).expect("open the store");
     let snapshot = |run: &str| store.snapshot(run).expect("read").expect("a snapshot");
     let newer = edited(&snapshot("newer"), |v| v["state"]["format"] = json!(7));
     store.put_snapshot("newer", &newer).expect("write");
@@ -319,7 +319,7 @@ async fn stored_entries_of_a_newer_format_or_corrupt_are_refused_naming_the_run(
         let out = home.weft(&["run", path_str(&file), "--run-id", run]);
         assert_eq!(out.code, 3, "{out:?}");
     }
-    spoil(&home.home().join("db"));
+    spoil(&home.home());
 
     let newer = "run newer: stored state has format 7, this weft reads format 1: upgrade weft";
     let refusals = [
@@ -367,11 +367,7 @@ async fn stored_entries_of_a_newer_format_or_corrupt_are_refused_naming_the_run(
     let rt = weft::driver::Runtime::open(&home.home(), crate::common::config()).expect("open");
     let err = rt.show("newer").await.expect_err("refused").to_string();
     assert_eq!(err, newer);
-    let err = rt
-        .resume("orphan", req(None, None, None, json!({})), true)
-        .await
-        .expect_err("refused")
-        .to_string();
+    let err = rt.recover("orphan").await.expect_err("refused").to_string();
     assert!(
         err.starts_with("run orphan: stored state has format 7"),
         "{err}"
@@ -474,4 +470,251 @@ steps:
     );
     assert_gapless(&seen.iter().map(|e| e.seq).collect::<Vec<_>>());
     assert_eq!(seen, env.events(&id));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The embedding API
+
+/// Stores `orphan`, a copy of run `good` as it was first stored (pending), as if the process
+/// that stored it died before driving it (S114).
+fn orphan_of(home: &std::path::Path, good: &str, orphan: &str) {
+    use weft::store::{NewRun, SledStore, Store};
+    let store = SledStore::open(home, 8).expect("open the store");
+    let definition = store.definition(good).expect("read").expect("graph");
+    let base = edited(&store.base(good).expect("read").expect("base"), |v| {
+        v["run_id"] = json!(orphan)
+    });
+    let mut summary = store.summary(good).expect("read").expect("summary");
+    summary.run_id = orphan.into();
+    summary.status = RunStatus::Pending;
+    store
+        .create_run(NewRun {
+            summary: &summary,
+            definition: &definition,
+            plugins: &[],
+            base: &base,
+        })
+        .expect("create");
+    store.sync().expect("sync");
+}
+
+#[tokio::test]
+async fn s101_s114_recover_drives_an_orphaned_run_and_refuses_a_suspended_one() {
+    let home = Home::new();
+    let file = home.file("twice.yaml", TWICE);
+    assert_eq!(
+        home.weft(&["run", path_str(&file), "--run-id", "good"])
+            .code,
+        3
+    );
+    orphan_of(&home.home(), "good", "orphan");
+    orphan_of(&home.home(), "good", "bare");
+
+    // `weft resume RUN` with no selector and no data recovers it (S101).
+    let out = home.weft(&["resume", "bare", "--json"]);
+    assert_eq!(out.code, 3, "recovered and suspended at `first`: {out:?}");
+    assert_eq!(out.json()["suspended"][0]["path"], "first");
+
+    let rt = weft::Runtime::open(&home.home(), crate::common::config()).expect("open");
+    rt.recover("orphan").await.expect("recovered");
+    let rec = tokio::time::timeout(HANG_GUARD, rt.wait("orphan"))
+        .await
+        .expect("the run never settled")
+        .expect("wait");
+    assert_eq!(rec.status, RunStatus::Suspended);
+    assert_eq!(rec.suspended.expect("suspended")[0].path, "first");
+
+    let err = rt.recover("good").await.expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            weft::RuntimeError::NotRecoverable {
+                status: RunStatus::Suspended,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "run good is suspended, not running: only a running or pending run is recovered; resume a suspended one"
+    );
+    assert!(matches!(
+        rt.recover("nope").await,
+        Err(weft::RuntimeError::UnknownRun(_))
+    ));
+}
+
+/// Two steps around an hour-long sleep: a process killed during the sleep leaves the run
+/// `running` with nobody driving it.
+const NAPPER: &str = r#"
+id: napper
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: before, plugin: kit, step: inc }
+  - sleep: { id: nap, ms: 3600000 }
+  - { id: after, plugin: kit, step: inc }
+"#;
+
+#[tokio::test]
+async fn s101_s103_recover_takes_over_a_run_whose_weft_process_was_killed() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use weft::{Clock, Runtime, RuntimeError, SystemClock};
+
+    let home = Home::new();
+    let file = home.file("napper.yaml", NAPPER);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .env_remove("WEFT_HOME")
+        .env_remove("WEFT_LOG")
+        .arg("--home")
+        .arg(home.home())
+        .args([
+            "run",
+            path_str(&file),
+            "--run-id",
+            "held",
+            "--input",
+            r#"{"n": 1}"#,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start weft run");
+    // `weft run` prints a progress line per stored event: once the sleep waits, kill it.
+    let stderr = child.stderr.take().expect("stderr");
+    let mut seen = Vec::new();
+    for line in BufReader::new(stderr).lines() {
+        let line = line.expect("read stderr");
+        let waiting = line.contains("step-waiting nap");
+        seen.push(line);
+        if waiting {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains("step-waiting nap")),
+        "weft ended before the sleep: {seen:?}"
+    );
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+
+    // An hour later, by the clock the new runtime reads: the sleep is overdue (S103).
+    let later = SystemClock.now_ms() + 2 * 3_600_000;
+    let rt = Runtime::open(
+        &home.home(),
+        crate::common::config().with_clock(ManualClock::new(later)),
+    )
+    .expect("open the home the dead process held");
+    let rec = rt.show("held").await.expect("show");
+    assert_eq!(
+        rec.status,
+        RunStatus::Running,
+        "left running by the dead process"
+    );
+
+    rt.recover("held").await.expect("recovered");
+    let rec = tokio::time::timeout(HANG_GUARD, rt.wait("held"))
+        .await
+        .expect("the recovered run never ended")
+        .expect("wait");
+    assert_eq!(rec.status, RunStatus::Success, "{:?}", rec.error);
+    assert_eq!(rec.result, Some(json!({"n": 3})));
+    let before = kinds(&drain(rt.watch("held", 1).expect("watch")).await)
+        .into_iter()
+        .filter(|k| k == "step-started:before")
+        .count();
+    assert_eq!(
+        before, 1,
+        "a step whose end was stored never runs again (S102)"
+    );
+
+    // An ended run is not taken over again.
+    let err = rt.recover("held").await.expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            RuntimeError::NotRecoverable {
+                status: RunStatus::Success,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn recover_refuses_an_unknown_or_malformed_run_id_naming_it() {
+    let env = Env::new();
+    let err = env.rt.recover("no-such-run").await.expect_err("refused");
+    assert!(matches!(err, weft::RuntimeError::UnknownRun(_)), "{err:?}");
+    assert_eq!(err.to_string(), "no run with id no-such-run");
+    for bad in ["", "../outside", ".hidden", "a/b"] {
+        let err = env.rt.recover(bad).await.expect_err("refused");
+        assert!(
+            matches!(err, weft::RuntimeError::InvalidRunId(_)),
+            "{bad:?}: {err:?}"
+        );
+        assert!(err.to_string().contains("1 to 128 characters"), "{err}");
+    }
+}
+
+/// Set when this test binary runs again as the process of its own that
+/// [`runtime_config_expr_steps_bounds_the_expressions_of_its_runs`] needs.
+const OWN_PROCESS: &str = "WEFT_TEST_OWN_PROCESS";
+
+/// An expression of about 5000 jq steps.
+const COUNTS: &str = r#"
+id: counts
+steps:
+  - map: { id: count, expr: '[range(5000)] | length' }
+"#;
+
+#[test]
+fn runtime_config_expr_steps_bounds_the_expressions_of_its_runs() {
+    // The budget is process-wide: changed here, it would change it for the tests running
+    // beside this one. So the check runs in a process of its own, this binary again.
+    let out = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "--exact",
+            "driver_api::expr_steps_in_a_process_of_its_own",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env(OWN_PROCESS, "1")
+        .output()
+        .expect("run this test binary again");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+#[ignore = "run by runtime_config_expr_steps_bounds_the_expressions_of_its_runs, in a process of its own"]
+async fn expr_steps_in_a_process_of_its_own() {
+    if std::env::var_os(OWN_PROCESS).is_none() {
+        return; // beside other tests, changing the process-wide budget would disturb them
+    }
+    let small = Env::with_config(crate::common::config().with_expr_steps(1000));
+    let rec = small.run(COUNTS, json!({})).await;
+    assert_eq!(rec.status, RunStatus::Failed);
+    let error = rec.error.expect("an error");
+    assert_eq!(error.code, "expression-error");
+    assert!(
+        error.message.contains("did not finish within 1000 steps")
+            && error.message.contains("RuntimeConfig::expr_steps"),
+        "{}",
+        error.message
+    );
+
+    // The budget is process-wide: the runtime opened last sets it for every runtime.
+    let _default = Env::new();
+    let rec = small.run(COUNTS, json!({})).await;
+    assert_eq!(rec.status, RunStatus::Success, "{:?}", rec.error);
+    assert_eq!(rec.result, Some(json!(5000)));
 }

@@ -248,12 +248,16 @@ fn a_damaged_database_is_reported_in_sentences_without_debug_dumps_or_colour_cod
         b"this is not a snapshot",
     )
     .expect("write");
-    let out = run_weft(&home, &["runs"]);
+    // With sled's own log on, to see that log lines are plain text too.
+    let mut cmd = crate::torture::weft(&home, &["runs"]);
+    cmd.env("WEFT_LOG", "warn");
+    let out = crate::torture::Proc::start(cmd).finish();
     assert_eq!(out.code, 2, "{out:?}");
     assert!(
         out.stderr.contains(&format!(
-            "error: cannot open home {}: store: the database is damaged",
-            home.display()
+            "error: cannot open home {}: the database in {} is damaged (sled read corrupted data",
+            home.display(),
+            home.join("db").display()
         )),
         "{out:?}"
     );

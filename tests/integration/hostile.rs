@@ -634,6 +634,111 @@ async fn s14_the_guest_sees_only_the_granted_environment() {
     a_normal_run_still_succeeds(&env).await;
 }
 
+#[tokio::test]
+async fn s14_an_env_grant_from_the_host_is_read_when_the_step_runs_and_only_its_name_is_stored() {
+    let env = Env::new();
+    // PATH is set wherever tests run; its value stands for a secret.
+    let secret = std::env::var("PATH").expect("PATH is set");
+    assert!(secret.len() > 8);
+    let rec = run(
+        &env,
+        &hostile(
+            "env-peek",
+            json!({"grants": {"env": {"TOKEN": {"from-host": "PATH"}, "MODE": "test"}}}),
+            json!({}),
+        ),
+    )
+    .await;
+    let out = output(&rec).clone();
+    assert_eq!(
+        out["env"],
+        json!({"MODE": "test", "TOKEN": secret}),
+        "the guest sees the host's value under the granted name"
+    );
+    // The run's definition (a content-addressed file) names the variable, never its value.
+    let blobs = env.dir.path().join("home").join("blobs");
+    let mut definitions = 0;
+    for entry in walk(&blobs) {
+        let bytes = std::fs::read(&entry).expect("read blob");
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(&secret),
+            "the host value was stored in {}",
+            entry.display()
+        );
+        if text.contains("\"from-host\":\"PATH\"") {
+            definitions += 1;
+        }
+    }
+    assert_eq!(definitions, 1, "the definition keeps the reference");
+}
+
+#[tokio::test]
+async fn s14_an_env_grant_from_an_unset_host_variable_fails_the_step_naming_it() {
+    let env = Env::new();
+    let rec = run(
+        &env,
+        &hostile(
+            "env-peek",
+            json!({"grants": {"env": {"TOKEN": {"from-host": "WEFT_TEST_NEVER_SET_7F3A"}}}}),
+            json!({}),
+        ),
+    )
+    .await;
+    let err = failed_with(&env, &rec, "sandbox-error");
+    assert!(
+        err.message
+            .contains("`WEFT_TEST_NEVER_SET_7F3A`, which is not set"),
+        "{}",
+        err.message
+    );
+    assert_eq!(rec.steps["h"].attempts, Some(1), "not retried");
+}
+
+#[tokio::test]
+async fn an_env_grant_of_another_shape_is_refused_at_load_naming_the_forms() {
+    let env = Env::new();
+    for value in [
+        json!({"from-hosts": "X"}),
+        json!(5),
+        json!({"from-host": 5}),
+    ] {
+        let path = env.file(
+            "bad-env.yaml",
+            &hostile(
+                "env-peek",
+                json!({"grants": {"env": {"TOKEN": value}}}),
+                json!({}),
+            ),
+        );
+        let text = match weft::workflow::load_workflow(&path, env.rt.host()).await {
+            Ok(_) => panic!("{value}: loaded"),
+            Err(err) => err.to_string(),
+        };
+        assert!(
+            text.contains("`grants.env` `TOKEN` must be a string, or `{ from-host: NAME }`"),
+            "{value}: {text}"
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
 /// True when a connection is waiting on `listener` (non-blocking).
 fn accepted(listener: &StdTcpListener) -> bool {
     match listener.accept() {

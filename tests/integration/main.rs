@@ -18,4 +18,6 @@ mod rerun;
 mod rules;
 mod sequence;
 mod server;
+mod step_executor;
+mod store_hardening;
 mod torture;

@@ -18,14 +18,11 @@ use crate::common::Env;
 
 /// A host whose cache is `<dir>/cache` (its key next to it), with a small instance pool.
 fn host(dir: Option<&Path>) -> PluginHost {
-    PluginHost::new(HostConfig {
-        cache_dir: dir.map(|dir| dir.join("cache")),
-        pool: PoolConfig {
-            slots: 4,
-            ..PoolConfig::default()
-        },
-        ..HostConfig::default()
-    })
+    PluginHost::new(
+        HostConfig::default()
+            .with_cache_dir(dir.map(|dir| dir.join("cache")))
+            .with_pool(PoolConfig::default().with_slots(4)),
+    )
     .expect("plugin host")
 }
 

@@ -62,14 +62,11 @@ async fn s84_a_guest_panic_is_recorded_as_its_one_line_reason() {
 
 /// A host whose compiled-plugin cache is `<dir>/cache` (its key then is `<dir>/cache.key`).
 fn host_over(dir: &Path) -> PluginHost {
-    PluginHost::new(HostConfig {
-        cache_dir: Some(dir.join("cache")),
-        pool: PoolConfig {
-            slots: 4,
-            ..PoolConfig::default()
-        },
-        ..HostConfig::default()
-    })
+    PluginHost::new(
+        HostConfig::default()
+            .with_cache_dir(Some(dir.join("cache")))
+            .with_pool(PoolConfig::default().with_slots(4)),
+    )
     .expect("plugin host")
 }
 
@@ -264,14 +261,11 @@ async fn an_invocation_whose_grants_expose_the_home_fails_before_the_guest_start
     let dir = tempfile::tempdir().expect("temp dir");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
-    let host = PluginHost::new(HostConfig {
-        home: Some(home.clone()),
-        pool: PoolConfig {
-            slots: 4,
-            ..PoolConfig::default()
-        },
-        ..HostConfig::default()
-    })
+    let host = PluginHost::new(
+        HostConfig::default()
+            .with_home(Some(home.clone()))
+            .with_pool(PoolConfig::default().with_slots(4)),
+    )
     .expect("plugin host");
     let plugin = host
         .load(&std::fs::read(weft_guests::HOSTILE).expect("hostile"), None)
@@ -374,14 +368,9 @@ async fn a_component_using_the_async_abi_is_refused_naming_the_feature_and_the_f
     wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
         .validate_all(&wasm)
         .expect("a valid component");
-    let host = PluginHost::new(HostConfig {
-        pool: PoolConfig {
-            slots: 4,
-            ..PoolConfig::default()
-        },
-        ..HostConfig::default()
-    })
-    .expect("plugin host");
+    let host =
+        PluginHost::new(HostConfig::default().with_pool(PoolConfig::default().with_slots(4)))
+            .expect("plugin host");
     let err = host
         .load(&wasm, None)
         .await

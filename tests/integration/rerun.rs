@@ -251,7 +251,7 @@ steps:
         foreach_index: None,
         data: json!({"n": 41}),
     };
-    env.rt.resume(&id, req, false).await.expect("resume");
+    env.rt.resume(&id, req).await.expect("resume");
     let rec = env.rt.wait(&id).await.expect("wait");
     assert_eq!(rec.status, RunStatus::Success, "{:?}", rec.error);
     assert_eq!(

@@ -61,7 +61,7 @@ pub(crate) async fn resume(
     request: ResumeRequest,
 ) -> Result<RunRecord, String> {
     env.rt
-        .resume(id, request, false)
+        .resume(id, request)
         .await
         .map_err(|e| e.to_string())?;
     Ok(settle(env, id).await)
@@ -1516,13 +1516,13 @@ steps:
     let id = rec.run_id.clone();
     let mut rx = env.rt.watch(&id, 1).expect("watch");
     env.rt
-        .resume(&id, req(None, None, None, json!({})), false)
+        .resume(&id, req(None, None, None, json!({})))
         .await
         .expect("resume accepted");
     until_event(&mut rx, "step-started", Some("w")).await;
     let err = env
         .rt
-        .resume(&id, req(None, None, None, json!({})), false)
+        .resume(&id, req(None, None, None, json!({})))
         .await
         .expect_err("refused")
         .to_string();

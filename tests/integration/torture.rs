@@ -362,7 +362,7 @@ steps:
 /// after now (the newest runs are recovered first).
 fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64) {
     use weft::store::{NewRun, RunSummary, SledStore, Store};
-    let store = SledStore::open(&home.join("db"), 8).expect("open the store");
+    let store = SledStore::open(home, 8).expect("open the store");
     let at = chrono::Utc::now().timestamp_millis() + age_ms;
     store
         .create_run(NewRun {
@@ -384,7 +384,7 @@ fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64)
 /// The stored definition and first state of `run_id`, the state's run id replaced by `as_id`.
 fn donated(home: &Path, run_id: &str, as_id: &str) -> (Vec<u8>, Value) {
     use weft::store::{SledStore, Store};
-    let store = SledStore::open(&home.join("db"), 8).expect("open the store");
+    let store = SledStore::open(home, 8).expect("open the store");
     let definition = store.definition(run_id).expect("read").expect("definition");
     let mut base: Value =
         serde_json::from_slice(&store.base(run_id).expect("read").expect("base")).expect("JSON");

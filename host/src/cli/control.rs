@@ -91,7 +91,10 @@ impl Drop for Server {
 pub fn serve(rt: Runtime) -> Option<Server> {
     let path = rt.home().join(SOCKET);
     let _ = std::fs::remove_file(&path);
-    let listener = match UnixListener::bind(&path) {
+    let listener = match UnixListener::bind(&path).and_then(|l| {
+        crate::home::restrict_file(&path)?;
+        Ok(l)
+    }) {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!("cannot serve the control socket {}: {e}", path.display());

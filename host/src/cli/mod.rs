@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 
 use crate::driver::{RunRecord, Runtime, RuntimeConfig, RuntimeError};
 use crate::engine::draw::{Format, draw};
+use crate::engine::expr::DEFAULT_STEP_BUDGET;
 use crate::engine::{Refusal, ResumeRequest, RunStatus};
+use crate::limits::{DEFAULT_MAX_VALUE_BYTES, MIB};
+use crate::run_id::check_run_id;
 use crate::store::StoreError;
 use crate::workflow::load_workflow;
 
@@ -45,13 +48,40 @@ pub struct Cli {
     /// The home directory (database and plugin cache).
     #[arg(long, global = true, env = "WEFT_HOME", default_value = ".weft")]
     pub home: PathBuf,
-    /// The most steps one jq expression may take before it fails (default 500000); applies to
-    /// the runs this process drives.
-    #[arg(long, global = true, env = "WEFT_EXPR_STEPS")]
-    pub expr_steps: Option<u64>,
+    /// The most steps one jq expression may take before it fails; applies to the runs this
+    /// process drives.
+    #[arg(long, global = true, env = "WEFT_EXPR_STEPS", default_value_t = DEFAULT_STEP_BUDGET)]
+    pub expr_steps: u64,
+    /// The largest run input accepted, in MiB.
+    #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
+    pub max_input_mib: u64,
+    /// The largest value a step may return (output, payload, failure, each state patch), in MiB.
+    #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
+    pub max_output_mib: u64,
+    /// The largest a workflow file's state may grow by a step's patches, in MiB.
+    #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
+    pub max_state_mib: u64,
+    /// The largest resume data accepted, in MiB.
+    #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
+    pub max_resume_mib: u64,
     /// What to do.
     #[command(subcommand)]
     pub command: Cmd,
+}
+
+impl Cli {
+    /// The runtime settings the options give. They apply when this process holds the home; a
+    /// command served by another process runs with that process's settings.
+    pub fn runtime_config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            max_input_bytes: self.max_input_mib.saturating_mul(MIB),
+            max_output_bytes: self.max_output_mib.saturating_mul(MIB),
+            max_state_bytes: self.max_state_mib.saturating_mul(MIB),
+            max_resume_bytes: self.max_resume_mib.saturating_mul(MIB),
+            expr_steps: self.expr_steps,
+            ..RuntimeConfig::default()
+        }
+    }
 }
 
 /// The commands.
@@ -66,7 +96,7 @@ pub enum Cmd {
         #[arg(long, requires = "of")]
         from_step: Option<String>,
         /// The ended run to re-run from.
-        #[arg(long, requires = "from_step")]
+        #[arg(long, requires = "from_step", value_parser = RunIdArg)]
         of: Option<String>,
         /// The run input (JSON).
         #[arg(long, conflicts_with = "input_file")]
@@ -74,8 +104,9 @@ pub enum Cmd {
         /// A file holding the run input (JSON).
         #[arg(long)]
         input_file: Option<PathBuf>,
-        /// The run's id (default: a new ULID).
-        #[arg(long)]
+        /// The run's id (default: a new ULID): 1 to 128 characters of A-Z a-z 0-9 . _ -, not
+        /// starting with `.`.
+        #[arg(long, value_parser = RunIdArg)]
         run_id: Option<String>,
         /// Print exactly one run record on stdout.
         #[arg(long)]
@@ -84,6 +115,7 @@ pub enum Cmd {
     /// Resume a suspended run (with no selector and no data, also recover an orphaned one).
     Resume {
         /// The run.
+        #[arg(value_parser = RunIdArg)]
         run_id: String,
         /// Select suspensions by path or path prefix.
         #[arg(long, conflicts_with = "label")]
@@ -104,6 +136,7 @@ pub enum Cmd {
     /// Cancel a pending, running or suspended run.
     Cancel {
         /// The run.
+        #[arg(value_parser = RunIdArg)]
         run_id: String,
     },
     /// List runs.
@@ -118,6 +151,7 @@ pub enum Cmd {
     /// Show one run.
     Show {
         /// The run.
+        #[arg(value_parser = RunIdArg)]
         run_id: String,
         /// Print the run record as JSON.
         #[arg(long)]
@@ -126,6 +160,7 @@ pub enum Cmd {
     /// Print a run's events, past then live, one JSON object a line.
     Watch {
         /// The run.
+        #[arg(value_parser = RunIdArg)]
         run_id: String,
         /// Start at this seq.
         #[arg(long, default_value_t = 1)]
@@ -168,16 +203,41 @@ pub enum PluginCmd {
     },
 }
 
+/// Parses a run id argument with [`check_run_id`]; a refusal repeats only the start of a long id.
+#[derive(Debug, Clone, Copy)]
+struct RunIdArg;
+
+impl clap::builder::TypedValueParser for RunIdArg {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let refuse = |message: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("{message}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let text = value
+            .to_str()
+            .ok_or_else(|| refuse(format!("invalid run id {value:?}: it is not UTF-8")))?;
+        check_run_id(text).map_err(|e| refuse(e.to_string()))?;
+        Ok(text.to_owned())
+    }
+}
+
 /// Runs the command line; returns the process exit code.
 pub async fn main(cli: Cli) -> i32 {
     let mut out = StdOutput;
-    if let Some(steps) = cli.expr_steps {
-        crate::engine::expr::set_step_budget(steps);
-    }
+    let config = cli.runtime_config();
     let cmd = absolutize(cli.command);
     // Another process may hold the home for a moment without serving it yet (starting up, or a
     // short command ending): try again for a while before giving up.
-    let config = RuntimeConfig::default();
     let deadline = std::time::Instant::now() + config.held_home_wait;
     loop {
         match Runtime::open(&cli.home, config.clone()) {
@@ -246,7 +306,9 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             run_id,
             json,
         } => {
-            let input = match read_input(input, input_file) {
+            // A file may hold the input pretty-printed: up to four times its compact limit.
+            let most = rt.config().max_input_bytes.saturating_mul(4);
+            let input = match read_input(input, input_file, most) {
                 Ok(v) => v,
                 Err(e) => {
                     out.err(&format!("error: {e}"));
@@ -459,11 +521,24 @@ fn parse_json(text: &str, what: &str) -> Result<Value, String> {
     serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
 }
 
-fn read_input(input: Option<String>, input_file: Option<PathBuf>) -> Result<Option<Value>, String> {
+/// The run input of `--input`, or of `--input-file` (a regular file of at most `most` bytes).
+fn read_input(
+    input: Option<String>,
+    input_file: Option<PathBuf>,
+    most: u64,
+) -> Result<Option<Value>, String> {
     match (input, input_file) {
         (Some(text), _) => parse_json(&text, "--input").map(Some),
-        (None, Some(path)) => std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read --input-file {}: {e}", path.display()))
+        (None, Some(path)) => crate::limits::files::read_at_most(&path, most)
+            .map_err(|e| {
+                format!(
+                    "cannot read --input-file {}: {e} (four times --max-input-mib)",
+                    path.display()
+                )
+            })
+            .and_then(|bytes| {
+                String::from_utf8(bytes).map_err(|_| "--input-file is not UTF-8 text".to_owned())
+            })
             .and_then(|t| parse_json(&t, "--input-file"))
             .map(Some),
         (None, None) => Ok(None),
@@ -551,15 +626,14 @@ async fn resume(
         }
         Err(e) => return refuse(out, &e),
     };
-    let recover_only =
-        step.is_none() && label.is_none() && foreach_index.is_none() && data.is_none();
-    let request = ResumeRequest {
+    let bare = step.is_none() && label.is_none() && foreach_index.is_none() && data.is_none();
+    let request = (!bare).then(|| ResumeRequest {
         step,
         label,
         foreach_index,
         data: data_value.unwrap_or_else(|| json!({})),
-    };
-    match rt.resume(run_id, request, recover_only).await {
+    });
+    match rt.resume_or_recover(run_id, request).await {
         Ok(()) => follow_run(rt, run_id, from, json, out).await,
         Err(e) => refuse(out, &e),
     }

@@ -10,6 +10,8 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
+use super::executors::RunExecutors;
+use super::limits;
 use super::record::{RecordOut, SnapshotOut};
 use super::unrecoverable::panic_message;
 use super::{RunRecord, Runtime, RuntimeError, StoredEvent, summary};
@@ -18,8 +20,9 @@ use crate::engine::{
     self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, RunStatus, StepsView,
     Tracking,
 };
-use crate::native::NATIVE_PLUGIN;
-use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, Sandbox};
+use crate::executor::StepRequest;
+use crate::limits::LimitError;
+use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess};
 use crate::store::StoreError;
 
 /// What reaches a run's actor.
@@ -59,7 +62,8 @@ pub struct Actor {
     /// The size of the last snapshot.
     snapshot_len: usize,
     in_flight: HashMap<u64, InFlight>,
-    sandboxes: HashMap<String, Arc<Sandbox>>,
+    /// What runs each step of the run.
+    executors: Arc<RunExecutors>,
     /// Storing failed: the actor stops (see [`Actor::halt`]).
     halted: bool,
 }
@@ -76,6 +80,7 @@ impl Actor {
         next_seq: u64,
         next_sub: u32,
     ) -> Self {
+        let executors = Arc::new(rt.inner.executors.for_run(graph.clone()));
         Actor {
             rt,
             state,
@@ -88,7 +93,7 @@ impl Actor {
             since_snapshot: 0,
             snapshot_len: 0,
             in_flight: HashMap::new(),
-            sandboxes: HashMap::new(),
+            executors,
             halted: false,
         }
     }
@@ -257,7 +262,7 @@ impl Actor {
         snapshot: bool,
         status_changed: bool,
     ) -> Result<(), RuntimeError> {
-        let run = |e: serde_json::Error| RuntimeError::Corrupt {
+        let run = |e: serde_json::Error| RuntimeError::Encode {
             run: self.state.run_id.clone(),
             message: e.to_string(),
         };
@@ -319,9 +324,23 @@ impl Actor {
     }
 
     /// One transition: advance, store (S100), publish, then carry out the commands.
-    async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
+    async fn apply(&mut self, mut event: Event) -> Result<(), RuntimeError> {
+        // An invocation's result is checked against the value limits as it arrives.
+        let mut ended = None;
+        if let Event::StepEnded { token, result, .. } = &mut event
+            && let Some(f) = self.in_flight.get(token)
+        {
+            limits::enforce(result, &f.path, &self.rt.inner.config);
+            ended = Some(f.path.clone());
+        }
         let before = self.state.status;
-        let cmds = engine::advance(&mut self.state, &self.graph, event.clone())?;
+        let mut cmds = engine::advance(&mut self.state, &self.graph, event.clone())?;
+        if let Some(path) = ended
+            && let Some(failed) = self.over_state_limit(&path, &event)?
+        {
+            event = failed;
+            cmds = engine::advance(&mut self.state, &self.graph, event.clone())?;
+        }
         if let Event::StepEnded { token, .. } = &event {
             self.in_flight.remove(token);
         }
@@ -366,6 +385,44 @@ impl Actor {
         Ok(())
     }
 
+    /// After a step ended: when it grew a workflow file's state over the limit, puts back the
+    /// state before it (the stored one) and returns the step's end as an `output-limit` failure
+    /// to apply instead.
+    fn over_state_limit(
+        &mut self,
+        path: &str,
+        event: &Event,
+    ) -> Result<Option<Event>, RuntimeError> {
+        let Event::StepEnded { token, result, at } = event else {
+            return Ok(None);
+        };
+        if result.outcome.is_err() {
+            return Ok(None);
+        }
+        let limit = self.rt.inner.config.state_limit();
+        let size = limits::largest_state(&self.state);
+        if size <= limit.bytes {
+            return Ok(None);
+        }
+        let (before, _) = self.rt.load(&self.state.run_id)?;
+        if limits::largest_state(&before) >= size {
+            // Over the limit already (a lowered limit, a large initial state): not this step.
+            return Ok(None);
+        }
+        self.state = before;
+        let e = LimitError::TooLarge {
+            what: "the state after its patches".into(),
+            size,
+            limit: limit.bytes,
+            setting: limit.setting,
+        };
+        Ok(Some(Event::StepEnded {
+            token: *token,
+            result: limits::over_limit(path, &e),
+            at: *at,
+        }))
+    }
+
     async fn carry_out(&mut self, cmd: Command) {
         match cmd {
             Command::Invoke(invoke) => self.invoke(*invoke).await,
@@ -392,22 +449,6 @@ impl Actor {
         }
     }
 
-    fn sandbox(&mut self, key: &str) -> Result<Arc<Sandbox>, String> {
-        if let Some(s) = self.sandboxes.get(key) {
-            return Ok(s.clone());
-        }
-        let plugin = self
-            .graph
-            .plugins
-            .get(key)
-            .ok_or_else(|| format!("plugin {key} is not in the workflow"))?;
-        let sandbox: Sandbox =
-            serde_json::from_value(plugin.sandbox.clone()).map_err(|e| e.to_string())?;
-        let sandbox = Arc::new(sandbox);
-        self.sandboxes.insert(key.to_owned(), sandbox.clone());
-        Ok(sandbox)
-    }
-
     async fn invoke(&mut self, cmd: Invoke) {
         let token = cmd.token;
         let abort = AbortHandle::new();
@@ -425,58 +466,30 @@ impl Actor {
         );
         let tx = self.tx.clone();
         let clock = self.rt.clock();
-        if cmd.plugin == NATIVE_PLUGIN {
-            let native = self.rt.native(&cmd.step);
-            tokio::spawn(async move {
-                let result = match native {
-                    Some(step) => {
-                        let sink: Arc<dyn EventSink> = Arc::new(Sink {
-                            tx: tx.clone(),
-                            token,
-                        });
-                        step.execute(cmd.call, sink, Arc::new(View(cmd.view)), abort)
-                            .await
-                    }
-                    None => unavailable(format!("no native step `{}` is registered", cmd.step)),
-                };
-                let _ = tx.send(Msg::Event(Event::StepEnded {
-                    token,
-                    result,
-                    at: clock.now_ms(),
-                }));
-            });
-            return;
-        }
-        let digest: Option<String> = self
-            .graph
-            .plugins
-            .get(&cmd.plugin)
-            .map(|p| p.digest.clone());
-        let sandbox = self.sandbox(&cmd.plugin);
-        let rt = self.rt.clone();
+        let executors = self.executors.clone();
         tokio::spawn(async move {
-            let result = match (digest, sandbox) {
-                (Some(digest), Ok(sandbox)) => match rt.plugin(&digest).await {
-                    Ok(plugin) => {
-                        let deadline = cmd
-                            .timeout_ms
-                            .or(sandbox.limits.timeout_ms)
-                            .map(Duration::from_millis);
-                        let io = Invocation::new(
-                            Arc::new(Sink {
-                                tx: tx.clone(),
-                                token,
-                            }),
-                            Arc::new(View(cmd.view)),
-                        )
+            let result = match executors.resolve(&cmd.plugin, &cmd.step).await {
+                Ok(executor) => {
+                    let sink = Arc::new(Sink {
+                        tx: tx.clone(),
+                        token,
+                    });
+                    let io = Invocation::new(sink, Arc::new(View(cmd.view)))
                         .with_abort(abort)
-                        .with_deadline(deadline);
-                        plugin.execute(&cmd.step, &cmd.call, &sandbox, io).await
-                    }
-                    Err(e) => unavailable(e.to_string()),
-                },
-                (None, _) => unavailable(format!("plugin {} is not in the workflow", cmd.plugin)),
-                (_, Err(e)) => unavailable(e),
+                        .with_deadline(cmd.timeout_ms.map(Duration::from_millis));
+                    let request = StepRequest {
+                        step: cmd.step,
+                        call: cmd.call,
+                        io,
+                    };
+                    // A panicking executor fails its step instead of leaving the run waiting
+                    // for an end that never comes (S84 for what is not a plugin).
+                    AssertUnwindSafe(async { executor.execute(request).await })
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|panic| panicked(&*panic))
+                }
+                Err(e) => unavailable(e.to_string()),
             };
             let _ = tx.send(Msg::Event(Event::StepEnded {
                 token,
@@ -484,6 +497,17 @@ impl Actor {
                 at: clock.now_ms(),
             }));
         });
+    }
+}
+
+/// The failure of a step whose executor panicked: a `trap` with the panic's first line.
+fn panicked(panic: &(dyn std::any::Any + Send)) -> InvocationResult {
+    let reason = panic_message(panic);
+    let reason = reason.lines().next().unwrap_or_default();
+    tracing::error!(%reason, "a step executor panicked");
+    InvocationResult {
+        outcome: Err(StepFailure::new("trap", format!("step panicked: {reason}"))),
+        patches: Vec::new(),
     }
 }
 

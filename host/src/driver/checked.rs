@@ -12,6 +12,7 @@ use crate::engine::model::{EntryId, EntryKind, FileId};
 use crate::engine::{
     GRAPH_FORMAT, Graph, Item, ListRef, Node, NodeKind, RunState, STATE_FORMAT, Seq,
 };
+use crate::store::from_stored;
 
 /// The run's stored graph.
 pub fn graph(run: &str, bytes: &[u8]) -> Result<Graph, RuntimeError> {
@@ -39,7 +40,7 @@ pub fn snapshot(run: &str, bytes: &[u8], graph: &Graph) -> Result<SnapshotIn, Ru
 
 /// One stored record of the run.
 pub fn record(run: &str, bytes: &[u8]) -> Result<RecordIn, RuntimeError> {
-    serde_json::from_slice(bytes).map_err(|e| corrupt(run, "record", e.to_string()))
+    from_stored(bytes).map_err(|e| corrupt(run, "record", e.to_string()))
 }
 
 /// The format member of a stored graph or state, read on its own.
@@ -63,11 +64,9 @@ fn parse<T: DeserializeOwned, P: DeserializeOwned>(
     reads: u32,
     probe: impl FnOnce(P) -> Option<u64>,
 ) -> Result<T, RuntimeError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        match serde_json::from_slice::<P>(bytes).ok().and_then(probe) {
-            Some(found) if found > u64::from(reads) => newer(run, what, found, reads),
-            _ => corrupt(run, what, e.to_string()),
-        }
+    from_stored(bytes).map_err(|e| match from_stored::<P>(bytes).ok().and_then(probe) {
+        Some(found) if found > u64::from(reads) => newer(run, what, found, reads),
+        _ => corrupt(run, what, e.to_string()),
     })
 }
 
@@ -114,7 +113,7 @@ fn newer(run: &str, what: &'static str, found: u64, reads: u32) -> RuntimeError 
 }
 
 fn corrupt(run: &str, what: &'static str, message: String) -> RuntimeError {
-    RuntimeError::CorruptEntry {
+    RuntimeError::Corrupt {
         run: run.into(),
         what,
         message,

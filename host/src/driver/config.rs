@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use weft::driver::{ManualClock, RuntimeConfig};
+//! use weft::{ManualClock, RuntimeConfig};
 //!
 //! let config = RuntimeConfig::default()
 //!     .with_cache_mib(16)
@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Clock, SystemClock};
+use crate::engine::expr::DEFAULT_STEP_BUDGET;
+use crate::limits::{DEFAULT_MAX_VALUE_BYTES, SizeLimit};
 use crate::plugin::HostConfig;
 
 /// How the runtime is set up. Every limit is configurable: start from
@@ -55,6 +57,24 @@ pub struct RuntimeConfig {
     pub progress_data_bytes: usize,
     /// The most runs the web view of `weft serve` lists, newest first (default 500).
     pub web_view_runs: usize,
+    /// The largest run input accepted, in bytes of compact JSON (default 2 MiB); also bounds
+    /// the input a re-run gives its first step.
+    pub max_input_bytes: u64,
+    /// The largest value an invocation may return — an output, suspend payload, bail value,
+    /// failure, or each state patch — in bytes (default 2 MiB). Over it the step fails with
+    /// `output-limit`, never retried.
+    pub max_output_bytes: u64,
+    /// The largest a workflow file's state may grow by an invocation's patches, in bytes
+    /// (default 2 MiB). Over it the step fails with `output-limit` and its patches are dropped.
+    pub max_state_bytes: u64,
+    /// The largest resume data accepted, in bytes (default 2 MiB).
+    pub max_resume_bytes: u64,
+    /// The most steps one jq expression may take before it fails with `expression-error`
+    /// (default [`DEFAULT_STEP_BUDGET`], at least 1). [`Runtime::open`](super::Runtime::open)
+    /// applies it with
+    /// [`set_step_budget`](crate::engine::expr::set_step_budget): the budget is process-wide, so when one process
+    /// opens several runtimes, the last one opened sets it for all of them.
+    pub expr_steps: u64,
 }
 
 impl Default for RuntimeConfig {
@@ -71,6 +91,11 @@ impl Default for RuntimeConfig {
             held_home_pause: Duration::from_millis(20),
             progress_data_bytes: 200,
             web_view_runs: 500,
+            max_input_bytes: DEFAULT_MAX_VALUE_BYTES,
+            max_output_bytes: DEFAULT_MAX_VALUE_BYTES,
+            max_state_bytes: DEFAULT_MAX_VALUE_BYTES,
+            max_resume_bytes: DEFAULT_MAX_VALUE_BYTES,
+            expr_steps: DEFAULT_STEP_BUDGET,
         }
     }
 }
@@ -140,5 +165,69 @@ impl RuntimeConfig {
     pub fn with_web_view_runs(mut self, runs: usize) -> Self {
         self.web_view_runs = runs;
         self
+    }
+}
+
+impl RuntimeConfig {
+    /// Sets [`RuntimeConfig::max_input_bytes`].
+    pub fn with_max_input_bytes(mut self, bytes: u64) -> Self {
+        self.max_input_bytes = bytes;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::max_output_bytes`].
+    pub fn with_max_output_bytes(mut self, bytes: u64) -> Self {
+        self.max_output_bytes = bytes;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::max_state_bytes`].
+    pub fn with_max_state_bytes(mut self, bytes: u64) -> Self {
+        self.max_state_bytes = bytes;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::max_resume_bytes`].
+    pub fn with_max_resume_bytes(mut self, bytes: u64) -> Self {
+        self.max_resume_bytes = bytes;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::expr_steps`].
+    pub fn with_expr_steps(mut self, steps: u64) -> Self {
+        self.expr_steps = steps;
+        self
+    }
+
+    /// The limit on run inputs.
+    pub fn input_limit(&self) -> SizeLimit {
+        SizeLimit {
+            bytes: self.max_input_bytes,
+            setting: "RuntimeConfig::max_input_bytes / --max-input-mib",
+        }
+    }
+
+    /// The limit on each value an invocation returns.
+    pub fn output_limit(&self) -> SizeLimit {
+        SizeLimit {
+            bytes: self.max_output_bytes,
+            setting: "RuntimeConfig::max_output_bytes / --max-output-mib",
+        }
+    }
+
+    /// The limit on a workflow file's state.
+    pub fn state_limit(&self) -> SizeLimit {
+        SizeLimit {
+            bytes: self.max_state_bytes,
+            setting: "RuntimeConfig::max_state_bytes / --max-state-mib",
+        }
+    }
+
+    /// The limit on resume data.
+    pub fn resume_limit(&self) -> SizeLimit {
+        SizeLimit {
+            bytes: self.max_resume_bytes,
+            setting: "RuntimeConfig::max_resume_bytes / --max-resume-mib",
+        }
     }
 }

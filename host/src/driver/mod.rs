@@ -2,13 +2,15 @@
 //! transition durable in the store before its effects happen (S100).
 //!
 //! Each live run has one actor task that owns its [`RunState`]. Invocations, timers and guest
-//! events reach the actor as messages; the actor feeds them to [`advance`], commits the
-//! transition and then carries out the commands.
+//! events reach the actor as messages; the actor feeds them to [`advance`](fn@engine::advance),
+//! commits the transition and then carries out the commands.
 
 mod actor;
 mod checked;
 mod clock;
 mod config;
+mod executors;
+mod limits;
 mod record;
 mod sync;
 mod unrecoverable;
@@ -21,8 +23,11 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::engine::{self, Event, EventKind, Graph, Refusal, ResumeRequest, RunState, RunStatus};
+use crate::executor::StepExecutor;
+use crate::limits::LimitError;
 use crate::native::{NativeStep, NativeSteps};
-use crate::plugin::{Plugin, PluginHost};
+use crate::plugin::{PluginHost, StepInfo};
+use crate::run_id::{InvalidRunId, check_run_id};
 use crate::store::{NewRun, RecordKey, RunSummary, SledStore, Store, StoreError};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
@@ -35,14 +40,32 @@ use record::RecordIn;
 use unrecoverable::is_unloadable;
 
 use actor::{Actor, Msg};
+use executors::Executors;
 use sync::Syncer;
 
 /// Why the runtime refused or failed a request.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// No run has this id.
     #[error("no run with id {0}")]
     UnknownRun(String),
+    /// A value is over a limit of [`RuntimeConfig`].
+    #[error(transparent)]
+    Limit(#[from] LimitError),
+    /// The run id breaks the rule of [`crate::run_id`].
+    #[error(transparent)]
+    InvalidRunId(#[from] InvalidRunId),
+    /// Only a `running` or `pending` run is recovered (S101).
+    #[error(
+        "run {run} is {status}, not running: only a running or pending run is recovered; resume a suspended one"
+    )]
+    NotRecoverable {
+        /// The run.
+        run: String,
+        /// Its status.
+        status: RunStatus,
+    },
     /// The core refused (S62, S69, S75).
     #[error(transparent)]
     Refused(#[from] Refusal),
@@ -71,7 +94,7 @@ pub enum RuntimeError {
     },
     /// A stored entry does not hold what this weft wrote.
     #[error("run {run}: stored {what} is corrupt: {message}")]
-    CorruptEntry {
+    Corrupt {
         /// The run.
         run: String,
         /// Which entry: `graph`, `state`, `record`.
@@ -79,13 +102,20 @@ pub enum RuntimeError {
         /// What is wrong.
         message: String,
     },
-    /// A stored value could not be read.
-    #[error("stored run {run} is unreadable: {message}")]
-    Corrupt {
+    /// A run's value could not be encoded for the store.
+    #[error("run {run}: cannot encode it for the store: {message}")]
+    Encode {
         /// The run.
         run: String,
         /// What went wrong.
         message: String,
+    },
+    /// The task driving a run stopped before it answered a request; the request may be tried
+    /// again.
+    #[error("run {run}: its driver stopped before answering; try again")]
+    DriverStopped {
+        /// The run.
+        run: String,
     },
     /// Writing to the home's store failed (S100).
     #[error("cannot write to the store in home {}: {cause}{}", .home.display(), fix_now(.cause))]
@@ -161,7 +191,8 @@ struct Inner {
     /// Live events by run, also for runs without an actor yet, so a watcher follows a run
     /// that this process starts driving later (a resume served here, S106).
     channels: Mutex<HashMap<String, broadcast::Sender<Arc<StoredEvent>>>>,
-    plugins: Mutex<HashMap<String, Arc<Plugin>>>,
+    /// What runs each step: plugins from `host`, natives from `natives`.
+    executors: Executors,
     natives: NativeSteps,
     home: PathBuf,
     /// Runs whose actor stopped because storing their progress failed, with the failure.
@@ -200,14 +231,22 @@ impl Runtime {
     pub fn open(home: &Path, mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
         // Absolute, so every message names the home unambiguously.
         let home = &std::path::absolute(home).unwrap_or_else(|_| home.to_path_buf());
-        std::fs::create_dir_all(home)
+        crate::home::create_dir(home)
             .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", home.display())))?;
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(&home.join("db"), config.cache_mib)?);
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(home, config.cache_mib)?);
         if config.host.cache_dir.is_none() {
-            config.host.cache_dir = Some(home.join("cache"));
+            let cache = home.join("cache");
+            crate::home::create_dir(&cache).map_err(|e| {
+                StoreError::Backend(format!("cannot create {}: {e}", cache.display()))
+            })?;
+            config.host.cache_dir = Some(cache);
         }
         config.host.home = Some(home.to_path_buf());
         let host = PluginHost::new(config.host.clone())?;
+        let natives = NativeSteps::default();
+        let executors = Executors::new(host.clone(), store.clone(), natives.clone());
+        // Process-wide: the last runtime opened sets it (RuntimeConfig::expr_steps).
+        crate::engine::expr::set_step_budget(config.expr_steps);
         Ok(Runtime {
             inner: Arc::new(Inner {
                 syncer: Syncer::new(store.clone()),
@@ -216,8 +255,8 @@ impl Runtime {
                 config,
                 live: Mutex::new(HashMap::new()),
                 channels: Mutex::new(HashMap::new()),
-                plugins: Mutex::new(HashMap::new()),
-                natives: NativeSteps::default(),
+                executors,
+                natives,
                 home: home.to_path_buf(),
                 halted: Mutex::new(HashMap::new()),
             }),
@@ -286,6 +325,17 @@ impl Runtime {
         self.inner.natives.register(name, step);
     }
 
+    /// Registers any [`StepExecutor`] under `name`, used like a native step: workflows loaded
+    /// afterwards may use it as `{ id: ..., native: NAME }`, checked against `info`'s schemas.
+    pub fn register_executor(
+        &self,
+        name: impl Into<String>,
+        info: StepInfo,
+        executor: Arc<dyn StepExecutor>,
+    ) {
+        self.inner.natives.register_executor(name, info, executor);
+    }
+
     /// Loads and checks a workflow file, with this runtime's native steps available.
     pub async fn load_workflow(&self, path: &Path) -> Result<LoadedWorkflow, WorkflowError> {
         load_workflow_with(path, None, &self.inner.host, &self.inner.natives).await
@@ -302,10 +352,6 @@ impl Runtime {
         load_workflow_with(&path, Some(text), &self.inner.host, &self.inner.natives).await
     }
 
-    fn native(&self, name: &str) -> Option<NativeStep> {
-        self.inner.natives.get(name)
-    }
-
     /// Starts a run of `workflow` with `input` (defaults filled, checked: S57, S58) and returns
     /// its id. The run goes on in the background; [`Runtime::wait`] waits for it.
     pub async fn start(
@@ -314,38 +360,17 @@ impl Runtime {
         mut input: Value,
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
+        let run_id = new_run_id(run_id)?;
+        self.inner
+            .config
+            .input_limit()
+            .check_value("run input", &input)?;
         engine::check_run_input(&workflow.graph, &mut input).map_err(RuntimeError::InvalidInput)?;
-        let run_id = run_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
-        let (graph, definition) = workflow.shared().map_err(|e| corrupt(&run_id, e))?;
-        {
-            let mut plugins = lock(&self.inner.plugins);
-            for (digest, p) in &workflow.plugins {
-                if !plugins.contains_key(digest) {
-                    plugins.insert(digest.clone(), p.plugin.clone());
-                }
-            }
-        }
+        let (graph, definition) = workflow.shared().map_err(|e| encode_failed(&run_id, e))?;
         let now = self.now();
         let state = engine::new_run(&graph, run_id.clone(), input, now);
-        let snapshot = serde_json::to_vec(&state).map_err(|e| corrupt(&run_id, e))?;
-        let plugin_bytes: Vec<(&str, &[u8])> = workflow
-            .plugins
-            .iter()
-            .map(|(d, p)| (d.as_str(), p.bytes.as_slice()))
-            .collect();
-        self.inner
-            .store
-            .create_run(NewRun {
-                summary: &summary(&state),
-                definition: &definition,
-                plugins: &plugin_bytes,
-                base: &snapshot,
-            })
-            .map_err(|e| self.write_failed(e))?;
-        self.durable().await?;
-        let live = self.spawn(state, graph, 1, 0)?;
-        let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
-        Ok(run_id)
+        self.launch(state, graph, &definition, Some(workflow), now)
+            .await
     }
 
     /// Starts a new run from step `path` of the ended run `source` (S94–S99), with the source's
@@ -359,6 +384,14 @@ impl Runtime {
         input: Option<Value>,
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
+        check_run_id(source)?;
+        let run_id = new_run_id(run_id)?;
+        if let Some(input) = &input {
+            self.inner
+                .config
+                .input_limit()
+                .check_value("re-run input", input)?;
+        }
         let (src_state, src_graph) = self.load(source)?;
         let log: Vec<Event> = read_records(&*self.inner.store, source, (0, 0))?
             .into_iter()
@@ -374,7 +407,6 @@ impl Runtime {
             Some(w) => w.graph.clone(),
             None => src_graph.clone(),
         });
-        let run_id = run_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
         let now = self.now();
         let state = engine::rerun::rerun(
             &graph,
@@ -389,21 +421,32 @@ impl Runtime {
                 at: now,
             },
         )?;
-        let mut plugin_bytes: Vec<(&str, &[u8])> = Vec::new();
-        if let Some(w) = workflow {
-            let mut plugins = lock(&self.inner.plugins);
-            for (digest, p) in &w.plugins {
-                plugins.insert(digest.clone(), p.plugin.clone());
-                plugin_bytes.push((digest.as_str(), p.bytes.as_slice()));
-            }
-        }
-        let definition = serde_json::to_vec(&*graph).map_err(|e| corrupt(&run_id, e))?;
-        let snapshot = serde_json::to_vec(&state).map_err(|e| corrupt(&run_id, e))?;
+        let definition = serde_json::to_vec(&*graph).map_err(|e| encode_failed(&run_id, e))?;
+        self.launch(state, graph, &definition, workflow, now).await
+    }
+
+    /// Stores a new run (its summary, definition, the components of `workflow` and its first
+    /// state), waits until that is on disk (S100), then drives it. Returns its id.
+    async fn launch(
+        &self,
+        state: RunState,
+        graph: Arc<Graph>,
+        definition: &[u8],
+        workflow: Option<&LoadedWorkflow>,
+        now: engine::Millis,
+    ) -> Result<String, RuntimeError> {
+        let run_id = state.run_id.clone();
+        let snapshot = serde_json::to_vec(&state).map_err(|e| encode_failed(&run_id, e))?;
+        let plugin_bytes: Vec<(&str, &[u8])> = workflow
+            .into_iter()
+            .flat_map(|w| &w.plugins)
+            .map(|(d, p)| (d.as_str(), &p.bytes[..]))
+            .collect();
         self.inner
             .store
             .create_run(NewRun {
                 summary: &summary(&state),
-                definition: &definition,
+                definition,
                 plugins: &plugin_bytes,
                 base: &snapshot,
             })
@@ -429,6 +472,7 @@ impl Runtime {
 
     /// Waits until the run has ended or suspended, and returns its record.
     pub async fn wait(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
+        check_run_id(run_id)?;
         let mut status = self.live(run_id).map(|l| l.status);
         loop {
             if let Some(rx) = status.as_mut()
@@ -455,6 +499,7 @@ impl Runtime {
 
     /// The run's record (WORKFLOW-FORMAT.md §3).
     pub async fn show(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
+        check_run_id(run_id)?;
         if let Some(live) = self.live(run_id) {
             let (tx, rx) = oneshot::channel();
             if live.tx.send(Msg::Show(tx)).is_ok()
@@ -483,31 +528,66 @@ impl Runtime {
             .collect())
     }
 
-    /// Resumes suspended steps (S67–S70); with no selector and no data, also recovers a run that
-    /// no process drives (S101).
-    ///
-    /// `recover_only` says the caller gave no selector and no data: a run that is `running` or
-    /// `pending` without a live process is then recovered instead of refused.
-    pub async fn resume(
-        &self,
-        run_id: &str,
-        request: ResumeRequest,
-        recover_only: bool,
-    ) -> Result<(), RuntimeError> {
-        if recover_only
-            && let Some(s) = self.inner.store.summary(run_id)?
-            && matches!(s.status, RunStatus::Running | RunStatus::Pending)
-        {
-            self.ensure_live(run_id)?;
-            return Ok(());
-        }
+    /// Resumes suspended steps (S67–S70).
+    pub async fn resume(&self, run_id: &str, request: ResumeRequest) -> Result<(), RuntimeError> {
+        check_run_id(run_id)?;
+        self.inner
+            .config
+            .resume_limit()
+            .check_value("resume data", &request.data)?;
         self.ask(run_id, |tx| Msg::Resume(request.clone(), tx))
             .await
+    }
+
+    /// Recovers a `pending` or `running` run that no process drives (S101, S114): its driver
+    /// starts here and issues again what was in flight (S102, S103). A run this process drives
+    /// already is left as it is; a suspended or ended one is refused with
+    /// [`RuntimeError::NotRecoverable`].
+    pub async fn recover(&self, run_id: &str) -> Result<(), RuntimeError> {
+        check_run_id(run_id)?;
+        let summary = self
+            .inner
+            .store
+            .summary(run_id)?
+            .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
+        if !matches!(summary.status, RunStatus::Running | RunStatus::Pending) {
+            return Err(RuntimeError::NotRecoverable {
+                run: run_id.into(),
+                status: summary.status,
+            });
+        }
+        self.ensure_live(run_id)?;
+        Ok(())
+    }
+
+    /// What `weft resume` and `POST /runs/{id}/resume` do: resume with `request`; without one
+    /// (no selector, no data), recover a running or pending run that no process drives (S101),
+    /// else resume every suspension with `{}`.
+    #[cfg(feature = "server")]
+    pub(crate) async fn resume_or_recover(
+        &self,
+        run_id: &str,
+        request: Option<ResumeRequest>,
+    ) -> Result<(), RuntimeError> {
+        let request = match request {
+            Some(request) => request,
+            None => match self.recover(run_id).await {
+                Err(RuntimeError::NotRecoverable { .. }) => ResumeRequest {
+                    step: None,
+                    label: None,
+                    foreach_index: None,
+                    data: Value::Object(Default::default()),
+                },
+                recovered => return recovered,
+            },
+        };
+        self.resume(run_id, request).await
     }
 
     /// Cancels a pending, running or suspended run (S75–S78). A run whose stored data does not
     /// load ends `cancelled` without running anything more of it.
     pub async fn cancel(&self, run_id: &str) -> Result<(), RuntimeError> {
+        check_run_id(run_id)?;
         match self.ask(run_id, Msg::Cancel).await {
             Err(e) if is_unloadable(&e) => {
                 let Some(s) = self.inner.store.summary(run_id)? else {
@@ -549,10 +629,7 @@ impl Runtime {
                 return answer;
             }
         }
-        Err(RuntimeError::Corrupt {
-            run: run_id.into(),
-            message: "the run's driver stopped while answering".into(),
-        })
+        Err(RuntimeError::DriverStopped { run: run_id.into() })
     }
 
     /// The run's events from `from_seq` on: the stored ones, then live ones as this process
@@ -575,6 +652,7 @@ impl Runtime {
         run_id: &str,
         from_seq: u64,
     ) -> Result<mpsc::UnboundedReceiver<Arc<StoredEvent>>, RuntimeError> {
+        check_run_id(run_id)?;
         self.watch_until(run_id, from_seq, Until::Settled)
     }
 
@@ -584,6 +662,7 @@ impl Runtime {
         from_seq: u64,
         until: Until,
     ) -> Result<mpsc::UnboundedReceiver<Arc<StoredEvent>>, RuntimeError> {
+        check_run_id(run_id)?;
         if self.inner.store.summary(run_id)?.is_none() {
             return Err(RuntimeError::UnknownRun(run_id.into()));
         }
@@ -813,22 +892,16 @@ impl Runtime {
             .or_insert_with(|| broadcast::channel(self.inner.config.watch_buffer.max(1)).0)
             .clone()
     }
+}
 
-    async fn plugin(&self, digest: &str) -> Result<Arc<Plugin>, RuntimeError> {
-        if let Some(p) = lock(&self.inner.plugins).get(digest).cloned() {
-            return Ok(p);
+/// The id for a new run: the one given, once checked, or a new ULID.
+fn new_run_id(given: Option<String>) -> Result<String, RuntimeError> {
+    match given {
+        Some(id) => {
+            check_run_id(&id)?;
+            Ok(id)
         }
-        let bytes = self
-            .inner
-            .store
-            .plugin(digest)?
-            .ok_or_else(|| RuntimeError::Corrupt {
-                run: String::new(),
-                message: format!("plugin {digest} is not stored"),
-            })?;
-        let plugin = self.inner.host.load(&bytes, Some(digest)).await?;
-        lock(&self.inner.plugins).insert(digest.to_owned(), plugin.clone());
-        Ok(plugin)
+        None => Ok(ulid::Ulid::new().to_string()),
     }
 }
 
@@ -895,8 +968,8 @@ fn stored_events(
         .collect())
 }
 
-fn corrupt(run: &str, e: impl std::fmt::Display) -> RuntimeError {
-    RuntimeError::Corrupt {
+fn encode_failed(run: &str, e: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Encode {
         run: run.into(),
         message: e.to_string(),
     }

@@ -42,7 +42,6 @@ pub(crate) fn is_unloadable(e: &RuntimeError) -> bool {
     matches!(
         e,
         RuntimeError::Corrupt { .. }
-            | RuntimeError::CorruptEntry { .. }
             | RuntimeError::UnknownRun(_)
             | RuntimeError::Store(StoreError::Corrupt { .. })
     )
@@ -106,17 +105,17 @@ impl Runtime {
                     iteration: None,
                     data,
                 };
-                let corrupt = |e: serde_json::Error| super::corrupt(run_id, e);
+                let encode = |e: serde_json::Error| super::encode_failed(run_id, e);
                 let record = serde_json::to_vec(&RecordOut {
                     log: None,
                     events: std::slice::from_ref(&event),
                 })
-                .map_err(corrupt)?;
+                .map_err(encode)?;
                 let snapshot = serde_json::to_vec(&SnapshotOut {
                     covers: at,
                     state: &state,
                 })
-                .map_err(corrupt)?;
+                .map_err(encode)?;
                 store.append(run_id, at, &record).map_err(failed)?;
                 store.put_snapshot(run_id, &snapshot).map_err(failed)?;
                 store.put_summary(&summary(&state)).map_err(failed)?;

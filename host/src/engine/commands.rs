@@ -12,7 +12,7 @@ use super::time::Millis;
 pub enum Command {
     /// Run a plugin step.
     Invoke(Box<Invoke>),
-    /// Fire [`Event::TimerFired`] with this token at this instant (at once when overdue).
+    /// Fire [`Event::TimerFired`](super::Event::TimerFired) with this token at this instant (at once when overdue).
     Timer {
         /// The timer.
         token: u64,
@@ -31,7 +31,7 @@ pub enum Command {
 /// One invocation to carry out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Invoke {
-    /// Names the invocation in [`Event::StepEnded`].
+    /// Names the invocation in [`Event::StepEnded`](super::Event::StepEnded).
     pub token: u64,
     /// The plugin key in the graph.
     pub plugin: String,

@@ -79,8 +79,10 @@ pub fn step_budget() -> u64 {
     STEP_BUDGET.load(Ordering::Relaxed)
 }
 
-/// Sets [`step_budget`] for every evaluation in this process from now on (at least 1). The CLI
-/// sets it from `--expr-steps` / `WEFT_EXPR_STEPS`.
+/// Sets [`step_budget`] for every evaluation in this process from now on (at least 1).
+/// [`Runtime::open`](crate::driver::Runtime::open) sets it from
+/// [`RuntimeConfig::expr_steps`](crate::driver::RuntimeConfig::expr_steps), which the CLI takes
+/// from `--expr-steps` / `WEFT_EXPR_STEPS`.
 pub fn set_step_budget(steps: u64) {
     STEP_BUDGET.store(steps.max(1), Ordering::Relaxed);
 }
@@ -139,8 +141,13 @@ impl Expr {
     /// Every value the expression yields for `input`, or the first error it raises (an error
     /// also when it runs out of its step budget or recurses too deeply).
     pub fn eval(&self, input: &Value) -> Result<Vec<Value>, String> {
+        self.eval_within(input, step_budget())
+    }
+
+    /// [`Expr::eval`] with a budget of `steps` (at least 1) instead of [`step_budget`].
+    pub fn eval_within(&self, input: &Value, steps: u64) -> Result<Vec<Value>, String> {
         let filter = self.compiled().map_err(|e| e.to_string())?;
-        let steps = step_budget();
+        let steps = steps.max(1);
         let first = steps.min(budget::INLINE_STEPS);
         match budget::evaluate(&filter, input, first, budget::INLINE_STACK) {
             Err(Stop::Steps) if first < steps => {}
@@ -193,7 +200,7 @@ fn finish(
     match done {
         Ok(result) => result,
         Err(Stop::Steps) => Err(format!(
-            "expression did not finish within {steps} steps (raise the budget with --expr-steps or WEFT_EXPR_STEPS)"
+            "expression did not finish within {steps} steps (raise the budget with --expr-steps, WEFT_EXPR_STEPS or RuntimeConfig::expr_steps)"
         )),
         Err(Stop::Stack) => Err("expression recursed too deeply".into()),
         Err(Stop::Panicked(text)) => Err(text),
@@ -279,7 +286,7 @@ mod hardening_tests {
         let err = Expr::new("reduce range(100000) as $i (0; [.])")
             .eval_one(&json!(null))
             .expect_err("too deep");
-        assert!(err.contains("more than 100 levels"), "{err}");
+        assert!(err.contains("nests deeper than 64 levels"), "{err}");
         let len = Expr::new("reduce range(100000) as $i (0; [.]) | length");
         assert_eq!(len.eval_one(&json!(null)), Ok(json!(1)));
     }
@@ -298,6 +305,21 @@ mod hardening_tests {
             let err = Expr::new(src).eval(&json!(null)).expect_err(src);
             assert!(err.contains("steps"), "{src}: {err}");
         }
+    }
+
+    #[test]
+    fn s40_fromjson_of_text_that_does_not_parse_fails_once_instead_of_for_ever() {
+        // jaq's reader repeats its error for ever; collecting them hung and grew without end.
+        for src in [
+            r#""0x10" | fromjson"#,
+            r#""0x10" | tonumber"#,
+            r#""[1," | fromjson"#,
+        ] {
+            let err = Expr::new(src).eval(&json!(null)).expect_err(src);
+            assert!(err.contains("cannot parse"), "{src}: {err}");
+        }
+        let values = Expr::new(r#""1 2 x 3" | try fromjson catch "bad""#).eval(&json!(null));
+        assert_eq!(values, Ok(vec![json!(1), json!(2), json!("bad")]));
     }
 
     #[test]

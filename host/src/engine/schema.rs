@@ -90,7 +90,7 @@ impl Schema {
             .iter_errors(value)
             .map(|e| Violation {
                 path: e.instance_path().as_str().to_owned(),
-                message: e.to_string(),
+                message: shortened(e.to_string()),
             })
             .collect();
         if violations.is_empty() {
@@ -106,6 +106,17 @@ impl Schema {
         self.fill_defaults(value);
         self.check(value)
     }
+}
+
+/// The longest violation message kept: messages quote the offending value, which may be large.
+const MESSAGE_LIMIT: usize = 500;
+
+fn shortened(mut message: String) -> String {
+    if message.len() > MESSAGE_LIMIT {
+        message.truncate(message.floor_char_boundary(MESSAGE_LIMIT));
+        message.push('…');
+    }
+    message
 }
 
 fn fill(schema: &Value, value: &mut Value) {
@@ -183,6 +194,18 @@ mod tests {
         assert_eq!(err[0].path, "/amount");
         assert!(err[0].message.contains("number"), "{}", err[0].message);
         assert!(typed().check(&json!({"amount": 1})).is_ok());
+    }
+
+    #[test]
+    fn s63_a_violation_quoting_a_large_value_is_cut_short() {
+        let big = json!({"amount": "x".repeat(100_000)});
+        let err = typed().check(&big).expect_err("a string is not a number");
+        assert!(
+            err[0].message.len() <= MESSAGE_LIMIT + '…'.len_utf8(),
+            "{}",
+            err[0].message.len()
+        );
+        assert!(err[0].message.ends_with('…'));
     }
 
     #[test]

@@ -174,7 +174,7 @@ impl DiskCache {
     /// The cache in `dir` (created when missing) with the key at `key_path` (default
     /// [`default_key_path`] of the canonical directory, created when missing).
     pub(crate) fn open(dir: &Path, key_path: Option<&Path>) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        crate::home::create_dir(dir)?;
         // Canonical, so a cache reached through a link shares the key of its real place.
         let dir = dir.canonicalize()?;
         let key_path = match key_path {
@@ -231,7 +231,7 @@ impl DiskCache {
         bytes: &[u8],
     ) -> std::io::Result<PathBuf> {
         let artifact = artifact_path(&self.dir, digest, fingerprint);
-        std::fs::create_dir_all(&self.dir)?;
+        crate::home::create_dir(&self.dir)?;
         write_atomic(&artifact, bytes)?;
         write_atomic(
             &mac_path(&artifact),
@@ -284,7 +284,7 @@ fn temp_path(path: &Path) -> PathBuf {
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = temp_path(path);
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = crate::home::create_file(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -387,6 +387,14 @@ mod tests {
         assert!(matches!(cache.read(&engine, "d", "f"), Err(Miss::Absent)));
 
         let artifact = cache.write("d", "f", b"not an artifact").expect("write");
+        for written in [artifact.clone(), mac_path(&artifact)] {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&written)
+                .expect("stat")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{}", written.display());
+        }
         // The MAC verifies but wasmtime refuses the bytes: a miss, not a crash.
         assert!(matches!(
             cache.read(&engine, "d", "f"),

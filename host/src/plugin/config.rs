@@ -1,10 +1,23 @@
 //! Settings of the plugin host, one per process.
+//!
+//! ```
+//! use std::time::Duration;
+//! use weft::plugin::PoolConfig;
+//! use weft::HostConfig;
+//!
+//! let host = HostConfig::default()
+//!     .with_abort_grace(Duration::from_millis(500))
+//!     .with_pool(PoolConfig::default().with_slots(16));
+//! assert_eq!(host.pool.slots, 16);
+//! ```
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How the plugin host is set up.
+/// How the plugin host is set up. Start from [`HostConfig::default`] and change fields, or
+/// chain the `with_*` methods; new fields come with defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HostConfig {
     /// Where compiled plugins are cached (`<digest>-<engine fingerprint>.cwasm` plus a `.mac`
     /// that authenticates it under the cache key). `None`: compile in memory only.
@@ -47,9 +60,61 @@ impl Default for HostConfig {
     }
 }
 
+impl HostConfig {
+    /// Sets [`HostConfig::cache_dir`].
+    pub fn with_cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// Sets [`HostConfig::cache_key`].
+    pub fn with_cache_key(mut self, file: Option<PathBuf>) -> Self {
+        self.cache_key = file;
+        self
+    }
+
+    /// Sets [`HostConfig::home`].
+    pub fn with_home(mut self, home: Option<PathBuf>) -> Self {
+        self.home = home;
+        self
+    }
+
+    /// Sets [`HostConfig::epoch_tick`].
+    pub fn with_epoch_tick(mut self, tick: Duration) -> Self {
+        self.epoch_tick = tick;
+        self
+    }
+
+    /// Sets [`HostConfig::abort_grace`].
+    pub fn with_abort_grace(mut self, grace: Duration) -> Self {
+        self.abort_grace = grace;
+        self
+    }
+
+    /// Sets [`HostConfig::pool`].
+    pub fn with_pool(mut self, pool: PoolConfig) -> Self {
+        self.pool = pool;
+        self
+    }
+
+    /// Sets [`HostConfig::max_memory_mib`].
+    pub fn with_max_memory_mib(mut self, mib: u64) -> Self {
+        self.max_memory_mib = mib;
+        self
+    }
+
+    /// Sets [`HostConfig::describe_timeout`].
+    pub fn with_describe_timeout(mut self, timeout: Duration) -> Self {
+        self.describe_timeout = timeout;
+        self
+    }
+}
+
 /// Sizing of the pooling instance allocator. Invocations beyond the pool's capacity run with
-/// on-demand allocation (slower to instantiate, otherwise the same).
+/// on-demand allocation (slower to instantiate, otherwise the same). Start from
+/// [`PoolConfig::default`] and change fields, or chain the `with_*` methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolConfig {
     /// Use the pooling allocator at all (default true). False: every instance is allocated on
     /// demand.
@@ -86,5 +151,55 @@ impl Default for PoolConfig {
             keep_resident: 64 << 10,
             decommit_batch: 32,
         }
+    }
+}
+
+impl PoolConfig {
+    /// Sets [`PoolConfig::enabled`].
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    /// Sets [`PoolConfig::slots`].
+    pub fn with_slots(mut self, slots: u32) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// Sets [`PoolConfig::core_instances_per_slot`].
+    pub fn with_core_instances_per_slot(mut self, instances: u32) -> Self {
+        self.core_instances_per_slot = instances;
+        self
+    }
+
+    /// Sets [`PoolConfig::memories_per_slot`].
+    pub fn with_memories_per_slot(mut self, memories: u32) -> Self {
+        self.memories_per_slot = memories;
+        self
+    }
+
+    /// Sets [`PoolConfig::tables_per_slot`].
+    pub fn with_tables_per_slot(mut self, tables: u32) -> Self {
+        self.tables_per_slot = tables;
+        self
+    }
+
+    /// Sets [`PoolConfig::table_elements`].
+    pub fn with_table_elements(mut self, elements: u32) -> Self {
+        self.table_elements = elements;
+        self
+    }
+
+    /// Sets [`PoolConfig::keep_resident`].
+    pub fn with_keep_resident(mut self, bytes: usize) -> Self {
+        self.keep_resident = bytes;
+        self
+    }
+
+    /// Sets [`PoolConfig::decommit_batch`].
+    pub fn with_decommit_batch(mut self, slots: usize) -> Self {
+        self.decommit_batch = slots;
+        self
     }
 }

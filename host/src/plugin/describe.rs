@@ -10,8 +10,8 @@ use super::bindings::weft::plugin::types;
 use super::error::PluginError;
 use super::io::{EventSink, GuestEvent};
 
-/// A step as the plugin describes it, schemas parsed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A step as the plugin describes it, schemas parsed; the default declares nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepInfo {
     /// Unique within the plugin.
     pub name: String,

@@ -50,6 +50,20 @@ pub enum PluginError {
         actual: String,
     },
 
+    /// The bytes fetched for a digest are not that component: the copy is damaged.
+    #[error(
+        "{origin}: the copy read has sha256 {actual}, not that digest: it is damaged; \
+         restore the original component (a run's copy is the home's blobs/sha256/{expected})"
+    )]
+    Damaged {
+        /// The plugin that was fetched.
+        origin: String,
+        /// Its digest.
+        expected: String,
+        /// The digest of the bytes read.
+        actual: String,
+    },
+
     /// The bytes are not a WebAssembly component wasmtime can compile.
     #[error(
         "cannot compile {origin}: {message}; a plugin must be a WebAssembly component \

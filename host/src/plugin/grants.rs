@@ -26,7 +26,7 @@ pub(crate) fn wasi_from_grants(
         .allow_udp(false)
         .allow_ip_name_lookup(false);
     for (name, value) in &grants.env {
-        wasi.env(name, value);
+        wasi.env(name, value.resolve(name).map_err(sandbox_error)?);
     }
     for dir in &grants.dirs {
         let perms = match dir.mode {

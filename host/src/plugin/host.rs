@@ -1,7 +1,9 @@
 //! The plugin host: one per process; loads plugins by content digest, once each.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
@@ -10,6 +12,7 @@ use super::cache;
 use super::config::HostConfig;
 use super::engine::EngineKind;
 use super::error::PluginError;
+use super::file_digest::FileDigests;
 use super::grants;
 use super::io::lock;
 use super::loaded::Plugin;
@@ -43,6 +46,9 @@ pub struct PluginHost {
 struct HostInner {
     shared: Arc<HostShared>,
     plugins: Mutex<HashMap<String, Arc<OnceCell<Arc<Plugin>>>>>,
+    files: FileDigests,
+    /// How many times [`PluginHost::load_stored`] fetched a component's bytes.
+    fetched: AtomicU64,
 }
 
 impl std::fmt::Debug for PluginHost {
@@ -65,6 +71,8 @@ impl PluginHost {
             inner: Arc::new(HostInner {
                 shared: Arc::new(HostShared::new(config)?),
                 plugins: Mutex::new(HashMap::new()),
+                files: FileDigests::default(),
+                fetched: AtomicU64::new(0),
             }),
         })
     }
@@ -116,12 +124,18 @@ impl PluginHost {
         }
     }
 
+    /// How many times this host read and hashed a plugin file: a file is read again only when
+    /// its size, modification time or identity changed.
+    pub fn files_hashed(&self) -> u64 {
+        self.inner.files.hashed()
+    }
+
     /// Loads a plugin from its bytes, checking them against `pin` (hex sha256, optionally
     /// `sha256:`-prefixed) when given. Loading the same bytes again returns the same plugin.
     pub async fn load(&self, wasm: &[u8], pin: Option<&str>) -> Result<Arc<Plugin>, PluginError> {
         let digest = cache::sha256_hex(wasm);
         let origin = format!("plugin sha256:{}", &digest[..12]);
-        self.load_digest(digest, wasm.to_vec(), pin, origin).await
+        self.load_digest(digest, wasm.into(), pin, origin).await
     }
 
     /// Loads a plugin file, checking it against `pin` when given; errors name the path.
@@ -130,21 +144,75 @@ impl PluginHost {
         path: &Path,
         pin: Option<&str>,
     ) -> Result<Arc<Plugin>, PluginError> {
-        let wasm = tokio::fs::read(path)
-            .await
-            .map_err(|source| PluginError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        let digest = cache::sha256_hex(&wasm);
+        self.load_path(path, pin).await.map(|(plugin, _)| plugin)
+    }
+
+    /// [`PluginHost::load_file`], with the component's bytes. The file is read and hashed only
+    /// when it changed since this host last read it.
+    pub async fn load_path(
+        &self,
+        path: &Path,
+        pin: Option<&str>,
+    ) -> Result<(Arc<Plugin>, Arc<[u8]>), PluginError> {
+        let (digest, wasm) = self.inner.files.read(path).await?;
         let origin = format!("plugin {}", path.display());
-        self.load_digest(digest, wasm, pin, origin).await
+        let plugin = self.load_digest(digest, wasm.clone(), pin, origin).await?;
+        Ok((plugin, wasm))
+    }
+
+    /// How many times [`PluginHost::load_stored`] fetched a component's bytes because this host
+    /// had not loaded that digest yet.
+    pub fn blobs_fetched(&self) -> u64 {
+        self.inner.fetched.load(Ordering::Relaxed)
+    }
+
+    /// The plugin whose content digest is `digest` (hex sha256, optionally `sha256:`-prefixed):
+    /// the one this host has loaded already, else the one made from the bytes `fetch` gives (a
+    /// run's component from the store, for a run recovered in a new process).
+    ///
+    /// Per digest, `fetch` runs only while no plugin is loaded and never twice at once: callers
+    /// that ask meanwhile wait and share its plugin (after a failure, the next caller fetches
+    /// again). Bytes that do not hash to `digest` are refused with [`PluginError::Damaged`].
+    pub async fn load_stored<F, Fut, E>(&self, digest: &str, fetch: F) -> Result<Arc<Plugin>, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<u8>, E>>,
+        E: From<PluginError>,
+    {
+        let origin = |d: &str| format!("plugin sha256:{}", d.get(..12).unwrap_or(d));
+        let digest = cache::normalize_pin(digest).ok_or_else(|| PluginError::InvalidPin {
+            pin: digest.to_owned(),
+            origin: origin(digest),
+        })?;
+        let cell = lock(&self.inner.plugins)
+            .entry(digest.clone())
+            .or_default()
+            .clone();
+        let plugin = cell
+            .get_or_try_init(|| async {
+                self.inner.fetched.fetch_add(1, Ordering::Relaxed);
+                let wasm = fetch().await?;
+                let actual = cache::sha256_hex(&wasm);
+                if actual != digest {
+                    return Err(E::from(PluginError::Damaged {
+                        origin: origin(&digest),
+                        expected: digest.clone(),
+                        actual,
+                    }));
+                }
+                let shared = self.inner.shared.clone();
+                Plugin::load(shared, digest.clone(), wasm.into(), origin(&digest))
+                    .await
+                    .map_err(E::from)
+            })
+            .await?;
+        Ok(plugin.clone())
     }
 
     async fn load_digest(
         &self,
         digest: String,
-        wasm: Vec<u8>,
+        wasm: Arc<[u8]>,
         pin: Option<&str>,
         origin: String,
     ) -> Result<Arc<Plugin>, PluginError> {
@@ -167,7 +235,7 @@ impl PluginHost {
             .clone();
         let shared = self.inner.shared.clone();
         let plugin = cell
-            .get_or_try_init(|| Plugin::load(shared, digest, wasm.into(), origin))
+            .get_or_try_init(|| Plugin::load(shared, digest, wasm, origin))
             .await?;
         Ok(plugin.clone())
     }

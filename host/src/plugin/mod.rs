@@ -46,6 +46,7 @@ mod describe;
 mod engine;
 mod error;
 mod events;
+mod file_digest;
 mod grants;
 mod host;
 mod http;
@@ -73,6 +74,6 @@ pub use io::{
 };
 pub use loaded::Plugin;
 pub use sandbox::{
-    DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT_MIB, DEFAULT_MEMORY_MIB, DirGrant, DirMode, Grants,
-    Limits, Sandbox,
+    DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT_MIB, DEFAULT_MEMORY_MIB, DirGrant, DirMode, EnvValue,
+    Grants, Limits, Sandbox,
 };

@@ -79,11 +79,56 @@ impl Limits {
 pub struct Grants {
     /// Host directories preopened in the guest.
     pub dirs: Vec<DirGrant>,
-    /// Environment variables the guest sees, exactly these.
-    pub env: BTreeMap<String, String>,
+    /// Environment variables the guest sees, exactly these: each a value written in the
+    /// workflow file, or a reference to a variable of the host's environment.
+    pub env: BTreeMap<String, EnvValue>,
     /// Hosts the guest may send HTTP requests to (`api.example.com`, `api.example.com:8443`,
     /// `*.example.com`). A host without a port allows any port.
     pub http: Vec<String>,
+}
+
+/// The value of a granted environment variable (`grants.env`).
+///
+/// A secret belongs in the host's environment, not in the workflow file: a literal is stored
+/// with the run's definition like the rest of the file, while a [`EnvValue::FromHost`]
+/// reference stores only the variable's name and is read when each invocation starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EnvValue {
+    /// The value itself (`CURRENCY: EUR`).
+    Literal(String),
+    /// The value of the host's variable of this name (`API_KEY: { from-host: ORDERS_API_KEY }`).
+    FromHost {
+        /// The host's variable.
+        #[serde(rename = "from-host")]
+        from_host: String,
+    },
+}
+
+impl EnvValue {
+    /// The value the guest sees: the literal, or the host variable's value now. An unset
+    /// host variable is an error naming it.
+    pub fn resolve(&self, name: &str) -> Result<String, String> {
+        match self {
+            EnvValue::Literal(value) => Ok(value.clone()),
+            EnvValue::FromHost { from_host } => std::env::var(from_host).map_err(|e| {
+                format!(
+                    "grants.env `{name}` takes the host's variable `{from_host}`, which is {}; \
+                     set it in the environment weft runs in",
+                    match e {
+                        std::env::VarError::NotPresent => "not set",
+                        std::env::VarError::NotUnicode(_) => "not UTF-8",
+                    }
+                )
+            }),
+        }
+    }
+}
+
+impl From<&str> for EnvValue {
+    fn from(value: &str) -> Self {
+        EnvValue::Literal(value.to_owned())
+    }
 }
 
 /// One preopened directory.
@@ -157,10 +202,19 @@ impl Sandbox {
                 ));
             }
         }
-        for name in self.grants.env.keys() {
-            if name.is_empty() || name.contains('=') || name.contains('\0') {
+        let bad_name = |name: &str| name.is_empty() || name.contains('=') || name.contains('\0');
+        for (name, value) in &self.grants.env {
+            if bad_name(name) {
                 return bad(format!(
                     "grants.env name `{name}` is invalid: it must be non-empty and contain no `=`"
+                ));
+            }
+            if let EnvValue::FromHost { from_host } = value
+                && bad_name(from_host)
+            {
+                return bad(format!(
+                    "grants.env `{name}`: the host variable `{from_host}` is not a valid name: \
+                     it must be non-empty and contain no `=`"
                 ));
             }
         }

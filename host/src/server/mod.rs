@@ -58,10 +58,12 @@ impl From<RuntimeError> for ApiError {
     fn from(e: RuntimeError) -> Self {
         let status = match &e {
             RuntimeError::UnknownRun(_) => StatusCode::NOT_FOUND,
-            RuntimeError::Refused(Refusal::NotSuspended { .. } | Refusal::AlreadyEnded { .. }) => {
-                StatusCode::CONFLICT
-            }
-            RuntimeError::Refused(_) | RuntimeError::InvalidInput(_) => StatusCode::BAD_REQUEST,
+            RuntimeError::Refused(Refusal::NotSuspended { .. } | Refusal::AlreadyEnded { .. })
+            | RuntimeError::NotRecoverable { .. } => StatusCode::CONFLICT,
+            RuntimeError::Refused(_)
+            | RuntimeError::InvalidInput(_)
+            | RuntimeError::InvalidRunId(_)
+            | RuntimeError::Limit(_) => StatusCode::BAD_REQUEST,
             e if e.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -175,17 +177,17 @@ async fn resume(
     body: Option<Json<ResumeBody>>,
 ) -> Result<Response, ApiError> {
     let body = body.map(|Json(b)| b).unwrap_or_default();
-    let recover_only = body.step.is_none()
+    let bare = body.step.is_none()
         && body.label.is_none()
         && body.foreach_index.is_none()
         && body.data.is_none();
-    let request = ResumeRequest {
+    let request = (!bare).then(|| ResumeRequest {
         step: body.step,
         label: body.label,
         foreach_index: body.foreach_index,
         data: body.data.unwrap_or_else(|| json!({})),
-    };
-    rt.resume(&id, request, recover_only).await?;
+    });
+    rt.resume_or_recover(&id, request).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": id }))).into_response())
 }
 

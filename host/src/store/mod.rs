@@ -4,11 +4,16 @@
 //! Values are opaque bytes (JSON) here, so a backend never needs to understand the engine's
 //! types.
 
+mod blobs;
+mod json;
+mod keys;
+mod quiet_panic;
 mod sled_store;
 
 use serde::{Deserialize, Serialize};
 
-pub use sled_store::SledStore;
+pub use json::from_stored;
+pub use sled_store::{STORE_FORMAT, SledStore};
 
 use crate::engine::RunStatus;
 
@@ -21,6 +26,33 @@ pub enum StoreError {
     /// Another process holds the database (S118).
     #[error("{0} is held by another weft process")]
     Held(String),
+    /// The database was written in another store format.
+    #[error(
+        "{dir} holds a weft store of format {found}; this weft reads format {expected} only and \
+         cannot convert it: open it with the weft version that wrote it, or move the home aside \
+         (or remove it) to start with an empty one"
+    )]
+    Format {
+        /// The database directory.
+        dir: String,
+        /// The format found (1: written before formats were marked).
+        found: u32,
+        /// The format this build reads.
+        expected: u32,
+    },
+    /// The database cannot be read: damaged on disk.
+    #[error(
+        "the database in {dir} is damaged ({detail}); weft cannot use it. Restore the home from \
+         a backup, or move it aside (`mv {home} {home}.damaged`) to start with an empty one"
+    )]
+    Damaged {
+        /// The home directory.
+        home: String,
+        /// The database directory.
+        dir: String,
+        /// What sled reported.
+        detail: String,
+    },
     /// The backend failed.
     #[error("store: {0}")]
     Backend(String),
@@ -62,7 +94,7 @@ pub struct NewRun<'a> {
     pub summary: &'a RunSummary,
     /// The serialized graph.
     pub definition: &'a [u8],
-    /// The components it uses, by digest.
+    /// The components it uses, by digest (their sha256, hex).
     pub plugins: &'a [(&'a str, &'a [u8])],
     /// The run's first state, from which its records fold.
     pub base: &'a [u8],

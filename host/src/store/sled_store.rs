@@ -1,4 +1,5 @@
-//! The embedded default backend: one sled database in the home directory.
+//! The embedded default backend: one sled database in the home directory (`<home>/db`), with
+//! components and definitions as content-addressed files beside it (`<home>/blobs`).
 //!
 //! Every write is a single-key insert: sled's multi-key batches cost several thread wake-ups
 //! each, so a transition is one record holding all it needs.
@@ -7,13 +8,55 @@ use std::path::{Path, PathBuf};
 
 use sled::{Db, Tree};
 
+use super::blobs::{Blobs, sha256_hex};
+use super::json::from_stored;
+use super::keys::{BASE, DEFINITION, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key, record_key};
+use super::quiet_panic::quietly;
 use super::{NewRun, RecordKey, RunSummary, Store, StoreError};
 
-/// Runs in a sled database. One process may open it at a time.
+/// Runs in a sled database, their components and definitions in blob files. One process may
+/// open it at a time.
 pub struct SledStore {
     db: Db,
     data: Tree,
+    blobs: Blobs,
+    /// The database directory, for messages.
     dir: PathBuf,
+    /// Declared last, so it is dropped after the database handles: see [`Released`].
+    _released: Released,
+}
+
+/// Waits, when a store is dropped, until sled has let go of the database's file lock.
+///
+/// sled's background threads (a log write, the snapshot it writes on opening) hold the
+/// database for a moment after its last handle is dropped; a store opened on the same home in
+/// that moment would find it held. With this guard, a dropped store's home can be opened again
+/// at once, by this process or another.
+struct Released {
+    /// The database's lock file (`<home>/db/db`).
+    lock_file: PathBuf,
+}
+
+/// How long a dropped store waits for sled's threads to let go of its database.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        let Ok(file) = std::fs::File::open(&self.lock_file) else {
+            return;
+        };
+        let deadline = std::time::Instant::now() + RELEASE_WAIT;
+        // sled's threads end on their own; nothing signals it, so look every millisecond.
+        while file.try_lock().is_err() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Dropping `file` releases the lock it may have taken.
+    }
+}
+
+/// The home of the database directory `dir`, as messages name it.
+fn home_of(dir: &Path) -> String {
+    dir.parent().unwrap_or(dir).display().to_string()
 }
 
 /// Free space a write leaves to sled beyond its own bytes: a log segment (sled's default
@@ -86,26 +129,20 @@ fn remove_unfinished_snapshots(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn key(kind: u8, run: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(run.len() + 2 + 12);
-    k.push(kind);
-    k.extend_from_slice(run.as_bytes());
-    k.push(0);
-    k
-}
-
-fn record_key(run: &str, (seq, sub): RecordKey) -> Vec<u8> {
-    let mut k = key(RECORD, run);
-    k.extend_from_slice(&seq.to_be_bytes());
-    k.extend_from_slice(&sub.to_be_bytes());
-    k
-}
-
-fn parse_record_key(prefix: &[u8], k: &[u8]) -> Option<RecordKey> {
-    let rest = k.get(prefix.len()..)?;
-    let seq = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
-    let sub = u32::from_be_bytes(rest.get(8..12)?.try_into().ok()?);
-    Some((seq, sub))
+/// The error of a sled operation on the database in `dir`.
+fn sled_error(dir: &Path, e: sled::Error) -> StoreError {
+    match e {
+        sled::Error::Io(io) if is_lock_held(&io) => StoreError::Held(dir.display().to_string()),
+        sled::Error::Corruption { at, .. } => StoreError::Damaged {
+            home: home_of(dir),
+            dir: dir.display().to_string(),
+            detail: match at {
+                Some(at) => format!("sled read corrupted data at {at}"),
+                None => "sled read corrupted data".into(),
+            },
+        },
+        other => backend(other),
+    }
 }
 
 /// Whether opening failed because another process holds the database's file lock. sled wraps
@@ -119,33 +156,110 @@ fn is_lock_held(io: &std::io::Error) -> bool {
         || io.to_string().contains("could not acquire lock")
 }
 
-const SNAPSHOT: u8 = b's';
-const BASE: u8 = b'b';
-const DEFINITION: u8 = b'd';
-const SUMMARY: u8 = b'r';
-const RECORD: u8 = b't';
-const PLUGIN: u8 = b'p';
+/// The key, in sled's default tree, of the store's format version.
+const FORMAT_KEY: &[u8] = b"weft-store-format";
+
+/// The format of the record tree this build reads and writes. Format 1 (no marker) put the id
+/// unprefixed in keys; format 2 length-prefixes it (`store::keys`).
+pub const STORE_FORMAT: u32 = 2;
+
+/// The name of the tree that holds runs.
+const TREE: &str = "weft";
+
+/// The store format of `db`: its marker, `1` for a store written before markers existed, or
+/// `None` for an empty database (which then gets the current marker).
+fn format_of(db: &Db, dir: &Path) -> Result<Option<u32>, StoreError> {
+    let failed = |e| sled_error(dir, e);
+    if let Some(v) = db.get(FORMAT_KEY).map_err(failed)? {
+        let text = String::from_utf8_lossy(&v).into_owned();
+        return text
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| StoreError::Corrupt {
+                key: "the store format marker".into(),
+                message: format!("{text:?} is not a format number"),
+            });
+    }
+    let has_runs = db
+        .tree_names()
+        .iter()
+        .any(|n| n.as_ref() == TREE.as_bytes())
+        && !db.open_tree(TREE).map_err(failed)?.is_empty();
+    Ok(has_runs.then_some(1))
+}
+
+/// Opens the database in `dir`, checks its format (marking a new one) and opens its tree.
+/// `had_runs` says the home holds blobs, so it held runs: its database cannot be new.
+fn open_db(dir: &Path, cache_mib: u64, had_runs: bool) -> Result<(Db, Tree), StoreError> {
+    let failed = |e| sled_error(dir, e);
+    let db = sled::Config::new()
+        .path(dir)
+        .mode(sled::Mode::HighThroughput)
+        .cache_capacity(cache_mib.saturating_mul(1 << 20))
+        .open()
+        .map_err(failed)?;
+    match format_of(&db, dir)? {
+        Some(STORE_FORMAT) => {}
+        None if had_runs => {
+            // sled reads some truncated files as an empty database.
+            return Err(StoreError::Damaged {
+                home: home_of(dir),
+                dir: dir.display().to_string(),
+                detail: "it reads as empty, yet the home holds the components and definitions \
+                         of earlier runs"
+                    .into(),
+            });
+        }
+        None => {
+            db.insert(FORMAT_KEY, STORE_FORMAT.to_string().as_bytes())
+                .map_err(failed)?;
+            db.flush().map_err(failed)?;
+        }
+        Some(found) => {
+            return Err(StoreError::Format {
+                dir: dir.display().to_string(),
+                found,
+                expected: STORE_FORMAT,
+            });
+        }
+    }
+    let data = db.open_tree(TREE).map_err(failed)?;
+    Ok((db, data))
+}
 
 impl SledStore {
-    /// Opens (or creates) the database in `dir`, with at most `cache_mib` of page cache.
-    pub fn open(dir: &Path, cache_mib: u64) -> Result<Self, StoreError> {
+    /// Opens (or creates) the store of the home directory `home`, with at most `cache_mib` of
+    /// page cache.
+    pub fn open(home: &Path, cache_mib: u64) -> Result<Self, StoreError> {
+        let dir = home.join("db");
+        let dir = dir.as_path();
+        let private = |e: std::io::Error| {
+            StoreError::Backend(format!("cannot make {} private: {e}", dir.display()))
+        };
+        crate::home::create_dir(dir).map_err(private)?;
+        let blobs = Blobs::open(&home.join("blobs"))?;
+        let had_runs = blobs.any()?;
         remove_unfinished_snapshots(dir)?;
-        let db = sled::Config::new()
-            .path(dir)
-            .mode(sled::Mode::HighThroughput)
-            .cache_capacity(cache_mib.saturating_mul(1 << 20))
-            .open()
-            .map_err(|e| match e {
-                sled::Error::Io(io) if is_lock_held(&io) => {
-                    StoreError::Held(dir.display().to_string())
-                }
-                other => backend(other),
-            })?;
-        let data = db.open_tree("weft").map_err(backend)?;
+        // sled panics on some damaged files (an index out of bounds in its segment table): that
+        // is a damaged database too, not a crash.
+        let (db, data) = quietly(|| open_db(dir, cache_mib, had_runs)).unwrap_or_else(|panic| {
+            Err(StoreError::Damaged {
+                home: home_of(dir),
+                dir: dir.display().to_string(),
+                detail: format!("sled gave up reading it: {panic}"),
+            })
+        })?;
+        // sled creates its files with the umask's mode.
+        crate::home::restrict_tree(dir).map_err(private)?;
         Ok(SledStore {
             db,
             data,
+            blobs,
             dir: dir.to_path_buf(),
+            _released: Released {
+                lock_file: dir.join("db"),
+            },
         })
     }
 
@@ -169,6 +283,11 @@ impl SledStore {
         Ok(())
     }
 
+    /// The error of a sled operation on this store.
+    fn failed(&self, e: sled::Error) -> StoreError {
+        sled_error(&self.dir, e)
+    }
+
     fn summary_bytes(s: &RunSummary) -> Result<Vec<u8>, StoreError> {
         serde_json::to_vec(s).map_err(|e| StoreError::Backend(e.to_string()))
     }
@@ -177,7 +296,7 @@ impl SledStore {
         Ok(self
             .data
             .get(key(kind, id))
-            .map_err(backend)?
+            .map_err(|e| self.failed(e))?
             .map(|v| v.to_vec()))
     }
 }
@@ -185,25 +304,31 @@ impl SledStore {
 impl Store for SledStore {
     fn create_run(&self, run: NewRun<'_>) -> Result<(), StoreError> {
         let id = &run.summary.run_id;
-        if self.data.contains_key(key(SUMMARY, id)).map_err(backend)? {
+        if self
+            .data
+            .contains_key(key(SUMMARY, id))
+            .map_err(|e| self.failed(e))?
+        {
             return Err(StoreError::RunExists(id.clone()));
         }
         let plugins: usize = run.plugins.iter().map(|(_, bytes)| bytes.len()).sum();
         self.room(plugins + run.definition.len() + run.base.len())?;
+        // Blobs first: they are synced before anything names them.
         for (digest, bytes) in run.plugins {
-            let k = key(PLUGIN, digest);
-            if !self.data.contains_key(&k).map_err(backend)? {
-                self.data.insert(k, *bytes).map_err(backend)?;
-            }
+            self.blobs.put(digest, bytes)?;
         }
+        let definition = sha256_hex(run.definition);
+        self.blobs.put(&definition, run.definition)?;
         self.data
-            .insert(key(DEFINITION, id), run.definition)
-            .map_err(backend)?;
-        self.data.insert(key(BASE, id), run.base).map_err(backend)?;
+            .insert(key(DEFINITION, id), definition.as_bytes())
+            .map_err(|e| self.failed(e))?;
+        self.data
+            .insert(key(BASE, id), run.base)
+            .map_err(|e| self.failed(e))?;
         // Last: the summary is what makes the run exist.
         self.data
             .insert(key(SUMMARY, id), Self::summary_bytes(run.summary)?)
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
@@ -211,7 +336,7 @@ impl Store for SledStore {
         self.room(record.len())?;
         self.data
             .insert(record_key(run_id, at), record)
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
@@ -219,7 +344,7 @@ impl Store for SledStore {
         self.room(snapshot.len())?;
         self.data
             .insert(key(SNAPSHOT, run_id), snapshot)
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
@@ -227,13 +352,13 @@ impl Store for SledStore {
         let bytes = Self::summary_bytes(summary)?;
         self.room(bytes.len())?;
         self.data
-            .insert(key(SUMMARY, &summary.run_id), bytes)
-            .map_err(backend)?;
+            .insert(key(SUMMARY, &summary.run_id), Self::summary_bytes(summary)?)
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
     fn sync(&self) -> Result<(), StoreError> {
-        self.db.flush().map(|_| ()).map_err(backend)
+        self.db.flush().map(|_| ()).map_err(|e| self.failed(e))
     }
 
     fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -245,11 +370,21 @@ impl Store for SledStore {
     }
 
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get(DEFINITION, run_id)
+        let Some(digest) = self.get(DEFINITION, run_id)? else {
+            return Ok(None);
+        };
+        let digest = String::from_utf8_lossy(&digest);
+        match self.blobs.get(&digest)? {
+            Some(bytes) => Ok(Some(bytes)),
+            None => Err(StoreError::Corrupt {
+                key: format!("definition of {run_id}"),
+                message: format!("its blob {digest} is missing from the home's blobs/sha256"),
+            }),
+        }
     }
 
     fn plugin(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get(PLUGIN, digest)
+        self.blobs.get(digest)
     }
 
     fn records(
@@ -260,7 +395,7 @@ impl Store for SledStore {
         let prefix = key(RECORD, run_id);
         let mut out = Vec::new();
         for kv in self.data.range(record_key(run_id, from)..) {
-            let (k, v) = kv.map_err(backend)?;
+            let (k, v) = kv.map_err(|e| self.failed(e))?;
             if !k.starts_with(&prefix) {
                 break;
             }
@@ -276,7 +411,7 @@ impl Store for SledStore {
         match self.data.scan_prefix(&prefix).next_back() {
             None => Ok(None),
             Some(kv) => {
-                let (k, _) = kv.map_err(backend)?;
+                let (k, _) = kv.map_err(|e| self.failed(e))?;
                 Ok(parse_record_key(&prefix, &k))
             }
         }
@@ -285,20 +420,18 @@ impl Store for SledStore {
     fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError> {
         match self.get(SUMMARY, run_id)? {
             None => Ok(None),
-            Some(v) => serde_json::from_slice(&v)
-                .map(Some)
-                .map_err(|e| StoreError::Corrupt {
-                    key: format!("summary of {run_id}"),
-                    message: e.to_string(),
-                }),
+            Some(v) => from_stored(&v).map(Some).map_err(|e| StoreError::Corrupt {
+                key: format!("summary of {run_id}"),
+                message: e.to_string(),
+            }),
         }
     }
 
     fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
         let mut out = Vec::new();
         for kv in self.data.scan_prefix([SUMMARY]) {
-            let (k, v) = kv.map_err(backend)?;
-            let s: RunSummary = serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt {
+            let (k, v) = kv.map_err(|e| self.failed(e))?;
+            let s: RunSummary = from_stored(&v).map_err(|e| StoreError::Corrupt {
                 key: String::from_utf8_lossy(&k).into_owned(),
                 message: e.to_string(),
             })?;

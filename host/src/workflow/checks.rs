@@ -49,6 +49,25 @@ pub fn retry(r: &RawRetry) -> Result<(), (String, &'static str)> {
     Ok(())
 }
 
+/// What is wrong with the value of `grants.env` variable `name`: a string, or a mapping
+/// `{from-host: NAME}` naming a variable of the host's environment.
+fn env_value(name: &str, value: &Value) -> Result<(), String> {
+    match value {
+        Value::String(_) => Ok(()),
+        Value::Object(m) if m.len() == 1 && m.get("from-host").is_some_and(Value::is_string) => {
+            Ok(())
+        }
+        other => Err(format!(
+            "`grants.env` `{name}` must be a string, or `{{ from-host: NAME }}` to take the \
+             host's variable NAME when the step runs; it is {}",
+            match other {
+                Value::Object(_) => "a mapping of other keys".to_owned(),
+                other => kind(other).to_owned(),
+            }
+        )),
+    }
+}
+
 /// Which part of a plugin declaration a refusal is about.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Part {
@@ -88,6 +107,11 @@ fn shape(limits: Option<&Value>, grants: Option<&Value>) -> Result<(), (String, 
         return Ok(());
     };
     mapping(grants.get("env"), "grants.env")?;
+    if let Some(Value::Object(env)) = grants.get("env") {
+        for (name, value) in env {
+            env_value(name, value).map_err(|m| (m, false))?;
+        }
+    }
     for (list, what) in [("dirs", "grants.dirs"), ("http", "grants.http")] {
         match grants.get(list) {
             None | Some(Value::Array(_)) => {}

@@ -10,12 +10,13 @@ use serde_json::{Value, json};
 use serde_saphyr::{Location, Spanned};
 
 use super::raw::*;
-use super::{WorkflowError, checks};
+use super::{WorkflowError, checks, syntax};
 use crate::engine::expr::Expr;
 use crate::engine::model::*;
 use crate::engine::schema::{self, Schema};
+use crate::limits::files::{MAX_WORKFLOW_FILE_BYTES, read_at_most};
 use crate::native::{NATIVE_PLUGIN, NativeSteps};
-use crate::plugin::{Plugin, PluginHost, Sandbox, StepInfo};
+use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox, StepInfo};
 
 /// A checked workflow with the plugins it uses.
 pub struct LoadedWorkflow {
@@ -45,7 +46,7 @@ impl LoadedWorkflow {
 #[derive(Clone)]
 pub struct LoadedPlugin {
     /// The component as loaded.
-    pub bytes: Arc<Vec<u8>>,
+    pub bytes: Arc<[u8]>,
     /// The compiled plugin.
     pub plugin: Arc<Plugin>,
 }
@@ -61,6 +62,17 @@ pub async fn load_workflow(
 /// Like [`load_workflow`], with native steps available, and optionally with the top-level file's
 /// text given instead of read from `path` (paths in it are then relative to `path`'s directory).
 pub async fn load_workflow_with(
+    path: &Path,
+    text: Option<&str>,
+    host: &PluginHost,
+    natives: &NativeSteps,
+) -> Result<LoadedWorkflow, WorkflowError> {
+    load(path, text, host, natives)
+        .await
+        .map_err(WorkflowError::bounded)
+}
+
+async fn load(
     path: &Path,
     text: Option<&str>,
     host: &PluginHost,
@@ -88,30 +100,27 @@ pub async fn load_workflow_with(
             if by_path.contains_key(path) {
                 continue;
             }
-            let bytes = std::fs::read(path).map_err(|e| {
-                WorkflowError::at(
-                    &file.path,
-                    Some(*line),
-                    format!("cannot read plugin {}: {e}", path.display()),
-                    "fix the `wasm:` path; it is relative to this file's directory",
-                )
-            })?;
-            let plugin = host.load(&bytes, pin.as_deref()).await.map_err(|e| {
-                WorkflowError::at(
-                    &file.path,
-                    Some(*line),
-                    format!("plugin {}: {e}", path.display()),
-                    "",
-                )
+            // Read and hashed once per process while the file is unchanged (see `load_path`).
+            let (plugin, bytes) = host.load_path(path, pin.as_deref()).await.map_err(|e| {
+                let (message, fix) = match &e {
+                    PluginError::Read { source, .. } => (
+                        format!("cannot read plugin {}: {source}", path.display()),
+                        "fix the `wasm:` path; it is relative to this file's directory",
+                    ),
+                    // Other errors name the plugin by its path already.
+                    _ => {
+                        let text = e.to_string();
+                        if text.contains(&path.display().to_string()) {
+                            (text, "")
+                        } else {
+                            (format!("plugin {}: {text}", path.display()), "")
+                        }
+                    }
+                };
+                WorkflowError::at(&file.path, Some(*line), message, fix)
             })?;
             by_path.insert(path.clone(), plugin.digest().to_owned());
-            plugins.insert(
-                plugin.digest().to_owned(),
-                LoadedPlugin {
-                    bytes: Arc::new(bytes),
-                    plugin,
-                },
-            );
+            plugins.insert(plugin.digest().to_owned(), LoadedPlugin { bytes, plugin });
         }
         for (nested, line) in &parsed.nested {
             let mut named = chain.clone();
@@ -223,14 +232,16 @@ struct ParsedFile {
 }
 
 fn parse_file(path: &Path) -> Result<ParsedFile, WorkflowError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let cannot_read = |e: &dyn std::fmt::Display| {
         WorkflowError::at(
             path,
             None,
             format!("cannot read the workflow file: {e}"),
             "check the path",
         )
-    })?;
+    };
+    let bytes = read_at_most(path, MAX_WORKFLOW_FILE_BYTES).map_err(|e| cannot_read(&e))?;
+    let text = String::from_utf8(bytes).map_err(|e| cannot_read(&e.utf8_error()))?;
     parse_text(path, &text)
 }
 
@@ -243,13 +254,11 @@ fn parse_text(path: &Path, text: &str) -> Result<ParsedFile, WorkflowError> {
     }
     .map_err(|e| {
         let loc = e.location();
-        let message = e.to_string();
-        let first = message.lines().next().unwrap_or_default().to_owned();
         WorkflowError {
             file: path.to_path_buf(),
             line: loc.map(|l| l.line()),
             column: loc.map(|l| l.column()),
-            message: first,
+            message: syntax::message(&e),
             fix: "see WORKFLOW-FORMAT.md §1 for the file format".into(),
         }
     })?;
@@ -738,7 +747,7 @@ impl<'a> Builder<'a> {
                 ));
             }
             self.claim_id(id, fcx)?;
-            let Some(native) = self.natives.get(&name.value) else {
+            let Some(info) = self.natives.info(&name.value) else {
                 let names = self.natives.names();
                 return Err(WorkflowError::at(
                     fcx.path,
@@ -755,7 +764,6 @@ impl<'a> Builder<'a> {
                     "register it with Runtime::register before loading the workflow",
                 ));
             };
-            let info = native.info().clone();
             return self.finish_step(e, id, prefix, fcx, NATIVE_PLUGIN.to_owned(), &info);
         }
         let Some(alias) = &e.plugin else {

@@ -3,6 +3,7 @@
 mod checks;
 mod load;
 mod raw;
+mod syntax;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,37 @@ impl WorkflowError {
             message,
             fix: fix.to_owned(),
         }
+    }
+}
+
+/// The most characters of a file a message quotes in one place (between backquotes).
+const QUOTE_CHARS: usize = 80;
+
+/// The most characters a message has.
+const MESSAGE_CHARS: usize = 1000;
+
+impl WorkflowError {
+    /// This error with its quotes of the file cut short: a message quotes what it refuses (a
+    /// key, an id, a value), which may be megabytes long.
+    fn bounded(mut self) -> Self {
+        let mut message = String::new();
+        for (n, part) in self.message.split('`').enumerate() {
+            if n > 0 {
+                message.push('`');
+            }
+            if n % 2 == 1 && part.chars().count() > QUOTE_CHARS {
+                message.extend(part.chars().take(QUOTE_CHARS));
+                message.push('…');
+            } else {
+                message.push_str(part);
+            }
+        }
+        if message.chars().count() > MESSAGE_CHARS {
+            message = message.chars().take(MESSAGE_CHARS).collect();
+            message.push_str("… (cut short)");
+        }
+        self.message = message;
+        self
     }
 }
 

@@ -4,9 +4,7 @@ use serde_json::{Map, Number, Value};
 
 use jaq_json::Val;
 
-/// How deep a value an expression may yield: results are stored inside run records, which are
-/// read back with a parser that refuses nesting deeper than 128 levels.
-pub const MAX_VALUE_DEPTH: usize = 100;
+pub use crate::limits::MAX_VALUE_DEPTH;
 
 /// How deep an expression's input may nest.
 const MAX_INPUT_DEPTH: usize = 512;
@@ -58,10 +56,8 @@ pub fn from_val(v: &Val) -> Result<Value, String> {
 }
 
 fn from_val_at(v: &Val, depth: usize, bytes: &mut usize) -> Result<Value, String> {
-    if depth > MAX_VALUE_DEPTH {
-        return Err(format!(
-            "the expression's value nests more than {MAX_VALUE_DEPTH} levels deep"
-        ));
+    if matches!(v, Val::Arr(_) | Val::Obj(_)) && depth >= MAX_VALUE_DEPTH {
+        return Err(crate::limits::too_deep("the expression's value"));
     }
     Ok(match v {
         Val::Null => {
@@ -145,10 +141,12 @@ mod tests {
         }
         assert!(to_val(&deep).is_err());
         let mut val = Val::from(0isize);
-        for _ in 0..(MAX_VALUE_DEPTH + 1) {
+        for _ in 0..MAX_VALUE_DEPTH {
             val = [val].into_iter().collect();
         }
+        assert!(from_val(&val).is_ok(), "the limit itself is accepted");
+        let val: Val = [val].into_iter().collect();
         let err = from_val(&val).expect_err("too deep");
-        assert!(err.contains("more than 100 levels"), "{err}");
+        assert!(err.contains("nests deeper than 64 levels"), "{err}");
     }
 }

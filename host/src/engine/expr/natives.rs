@@ -4,7 +4,8 @@
 //! - `env/0` (and `$ENV`) would read the host's environment; here it raises an error.
 //! - `range/3` yields values without running terms; here each value is a step.
 //! - `fromjson/0` parses recursively; here input nesting deeper than [`MAX_VALUE_DEPTH`] is
-//!   refused first.
+//!   refused first, and text that does not parse raises one error (jaq's reader repeats it
+//!   for ever).
 
 use jaq_core::native::{Fun, bome, v};
 use jaq_core::{Error, Exn, ValX};
@@ -73,16 +74,21 @@ fn replacements() -> impl Iterator<Item = Fun<Metered>> {
                     "fromjson: the JSON nests more than {MAX_VALUE_DEPTH} levels deep"
                 ))));
             }
-            let values: Vec<_> = jaq_json::read::parse_many(text)
-                .map(|r| {
-                    r.map_err(|e| {
-                        Exn::from(Error::str(format!(
+            // jaq's reader does not move past what it cannot parse: after an error it yields
+            // the same error for ever, so the values end at the first error.
+            let mut values = Vec::new();
+            for r in jaq_json::read::parse_many(text) {
+                match r {
+                    Ok(v) => values.push(Ok(v)),
+                    Err(e) => {
+                        values.push(Err(Exn::from(Error::str(format!(
                             "cannot parse {} as JSON: {e}",
                             describe::short(&cv.1)
-                        )))
-                    })
-                })
-                .collect();
+                        )))));
+                        break;
+                    }
+                }
+            }
             Box::new(values.into_iter())
         }),
     );

@@ -1,0 +1,255 @@
+//! Which [`StepExecutor`] runs each step: the driver's one resolver.
+//!
+//! A step of a graph names what runs it by a plugin key. A key of [`Graph::plugins`] is a
+//! plugin step: its component comes from the [`PluginHost`], which loads it from the store's
+//! content-addressed blob when it has not loaded that digest yet (once, for every run that
+//! asks meanwhile), and runs in the sandbox the graph gives that key. The key
+//! [`NATIVE_PLUGIN`] (how stored graphs mark a native step) is the executor registered under
+//! the step's name in [`NativeSteps`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::engine::Graph;
+use crate::engine::model::PluginRef;
+use crate::executor::{PluginStep, StepExecutor};
+use crate::native::{NATIVE_PLUGIN, NativeSteps};
+use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox};
+use crate::store::{Store, StoreError};
+
+use super::lock;
+
+/// Why no executor was found for a step; the step fails with `plugin-unavailable`.
+#[derive(Debug, thiserror::Error)]
+pub enum Unresolved {
+    /// The step is native and nothing is registered under its name in this process.
+    #[error(
+        "no native step `{name}` is registered: register it with Runtime::register before starting or recovering runs that use it"
+    )]
+    NoNative {
+        /// The step's name.
+        name: String,
+    },
+    /// The graph names a plugin key it does not declare.
+    #[error("plugin {key} is not in the workflow")]
+    NotInWorkflow {
+        /// The key.
+        key: String,
+    },
+    /// The sandbox the graph gives a plugin does not parse.
+    #[error("plugin {key}: its stored sandbox does not parse: {message}")]
+    Sandbox {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The home holds no component with the digest the graph names.
+    #[error(
+        "plugin sha256:{digest} is not stored in this home (blobs/sha256): restore the blob, or start the workflow again from its file"
+    )]
+    NotStored {
+        /// The digest.
+        digest: String,
+    },
+    /// Reading the component failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The component did not load.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+}
+
+/// Finds executors: plugins through the plugin host and the store, natives in the registry.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Executors {
+    host: PluginHost,
+    store: Arc<dyn Store>,
+    natives: NativeSteps,
+}
+
+impl Executors {
+    /// A resolver over this host, store and registry.
+    pub fn new(host: PluginHost, store: Arc<dyn Store>, natives: NativeSteps) -> Self {
+        Executors {
+            host,
+            store,
+            natives,
+        }
+    }
+
+    /// The resolver of one run's steps.
+    pub fn for_run(&self, graph: Arc<Graph>) -> RunExecutors {
+        RunExecutors {
+            executors: self.clone(),
+            graph,
+            sandboxes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The plugin with this digest: the host's, else loaded from the store's blob.
+    async fn plugin(&self, digest: &str) -> Result<Arc<Plugin>, Unresolved> {
+        self.host
+            .load_stored(digest, || async {
+                self.store
+                    .plugin(digest)?
+                    .ok_or_else(|| Unresolved::NotStored {
+                        digest: digest.to_owned(),
+                    })
+            })
+            .await
+    }
+}
+
+/// The executors of one run's steps, by what its graph names; keeps each plugin's parsed
+/// sandbox.
+pub struct RunExecutors {
+    executors: Executors,
+    graph: Arc<Graph>,
+    sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
+}
+
+impl RunExecutors {
+    /// The executor of step `step` of plugin key `key` (an [`Invoke`](crate::engine::Invoke)'s
+    /// `plugin` and `step`).
+    pub async fn resolve(
+        &self,
+        key: &str,
+        step: &str,
+    ) -> Result<Arc<dyn StepExecutor>, Unresolved> {
+        match (key, self.graph.plugins.get(key)) {
+            (NATIVE_PLUGIN, _) => {
+                self.executors
+                    .natives
+                    .executor(step)
+                    .ok_or_else(|| Unresolved::NoNative {
+                        name: step.to_owned(),
+                    })
+            }
+            (_, Some(plugin)) => {
+                let sandbox = self.sandbox(key, plugin)?;
+                let plugin = self.executors.plugin(&plugin.digest).await?;
+                Ok(Arc::new(PluginStep::new(plugin, sandbox)))
+            }
+            (_, None) => Err(Unresolved::NotInWorkflow {
+                key: key.to_owned(),
+            }),
+        }
+    }
+
+    fn sandbox(&self, key: &str, plugin: &PluginRef) -> Result<Arc<Sandbox>, Unresolved> {
+        let mut sandboxes = lock(&self.sandboxes);
+        if let Some(s) = sandboxes.get(key) {
+            return Ok(s.clone());
+        }
+        let sandbox: Sandbox =
+            serde_json::from_value(plugin.sandbox.clone()).map_err(|e| Unresolved::Sandbox {
+                key: key.to_owned(),
+                message: e.to_string(),
+            })?;
+        let sandbox = Arc::new(sandbox);
+        sandboxes.insert(key.to_owned(), sandbox.clone());
+        Ok(sandbox)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::future::BoxFuture;
+    use indexmap::IndexMap;
+    use serde_json::json;
+
+    use super::*;
+    use crate::engine::GRAPH_FORMAT;
+    use crate::engine::invocation::{InvocationResult, StepOutcome};
+    use crate::executor::StepRequest;
+    use crate::plugin::{HostConfig, PoolConfig, StepInfo};
+    use crate::store::SledStore;
+
+    /// An executor that answers `null`.
+    struct Nothing;
+
+    impl StepExecutor for Nothing {
+        fn execute(&self, _request: StepRequest) -> BoxFuture<'_, InvocationResult> {
+            Box::pin(async {
+                InvocationResult {
+                    outcome: Ok(StepOutcome::Done(json!(null))),
+                    patches: Vec::new(),
+                }
+            })
+        }
+    }
+
+    fn info() -> StepInfo {
+        StepInfo::default()
+    }
+
+    /// A resolver over a fresh home, for a graph with plugin keys `f/kit` (stored nowhere) and
+    /// `f/bad` (a sandbox that does not parse).
+    fn resolver(dir: &std::path::Path) -> (RunExecutors, PluginHost, NativeSteps) {
+        let host = PluginHost::new(HostConfig {
+            pool: PoolConfig {
+                slots: 4,
+                ..Default::default()
+            },
+            ..HostConfig::default()
+        })
+        .expect("host");
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir, 8).expect("store"));
+        let natives = NativeSteps::default();
+        let plugin = |sandbox| PluginRef {
+            digest: "0".repeat(64),
+            source: "kit.wasm".into(),
+            sandbox,
+        };
+        let graph = Graph {
+            format: GRAPH_FORMAT,
+            files: Vec::new(),
+            entries: Vec::new(),
+            plugins: IndexMap::from([
+                ("f/kit".to_owned(), plugin(json!({}))),
+                ("f/bad".to_owned(), plugin(json!({"limits": "none"}))),
+            ]),
+        };
+        let executors = Executors::new(host.clone(), store, natives.clone());
+        (executors.for_run(Arc::new(graph)), host, natives)
+    }
+
+    #[tokio::test]
+    async fn a_native_step_resolves_to_the_executor_registered_under_its_name() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (run, _, natives) = resolver(dir.path());
+        let nothing: Arc<dyn StepExecutor> = Arc::new(Nothing);
+        natives.register_executor("nothing", info(), nothing.clone());
+        let found = run
+            .resolve(NATIVE_PLUGIN, "nothing")
+            .await
+            .expect("registered");
+        assert!(std::ptr::addr_eq(
+            Arc::as_ptr(&found),
+            Arc::as_ptr(&nothing)
+        ));
+        let err = run
+            .resolve(NATIVE_PLUGIN, "kit")
+            .await
+            .err()
+            .expect("nothing is registered as kit");
+        assert!(matches!(err, Unresolved::NoNative { ref name } if name == "kit"));
+        assert!(err.to_string().contains("Runtime::register"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn what_the_graph_does_not_declare_or_cannot_run_is_refused_before_the_store_is_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (run, host, _) = resolver(dir.path());
+        let err = run.resolve("f/other", "inc").await.err().expect("refused");
+        assert!(matches!(err, Unresolved::NotInWorkflow { ref key } if key == "f/other"));
+        let err = run.resolve("f/bad", "inc").await.err().expect("refused");
+        assert!(matches!(err, Unresolved::Sandbox { ref key, .. } if key == "f/bad"));
+        assert_eq!(host.blobs_fetched(), 0);
+        let err = run.resolve("f/kit", "inc").await.err().expect("refused");
+        assert!(matches!(err, Unresolved::NotStored { .. }), "{err}");
+        assert_eq!(host.blobs_fetched(), 1);
+    }
+}

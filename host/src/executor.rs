@@ -1,0 +1,66 @@
+//! The seam between the driver and what runs a step: [`StepExecutor`].
+//!
+//! The core's [`Invoke`](crate::engine::Invoke) command says which step to run and with what;
+//! the driver finds the step's executor (a plugin's from the [`PluginHost`](crate::plugin::PluginHost),
+//! a native one from the runtime's registry) and hands it a [`StepRequest`]. What comes back is
+//! the [`InvocationResult`] the driver feeds to the core as the step's end, whatever ran it.
+//!
+//! Implementations: [`PluginStep`] (a WebAssembly component's step in its sandbox) and
+//! [`NativeStep`](crate::native::NativeStep) (a Rust closure); any other executor registered
+//! by name with [`Runtime::register_executor`](crate::driver::Runtime::register_executor) is
+//! used like a native step.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::engine::invocation::{InvocationResult, StepCall};
+use crate::plugin::{Invocation, Plugin, Sandbox};
+
+/// Runs invocations of steps: one attempt per call.
+///
+/// An executor must end every invocation with a result: every way the step can fail is a
+/// [`StepFailure`](crate::engine::invocation::StepFailure) in it, with the codes of S14 and S83.
+/// It watches `request.io.abort` (a cancel, S77) and stops at `request.io.deadline` when it can
+/// (S15). Patches (S16) go in the result, with its outcome.
+pub trait StepExecutor: Send + Sync {
+    /// Runs one invocation to its end.
+    fn execute(&self, request: StepRequest) -> BoxFuture<'_, InvocationResult>;
+}
+
+/// One invocation, as the driver hands it to a [`StepExecutor`].
+#[derive(Debug)]
+pub struct StepRequest {
+    /// The step's name within its executor: the plugin's step, or the name a native step is
+    /// registered under.
+    pub step: String,
+    /// The call: run, path, attempt, input, config, state and resumption (S12).
+    pub call: StepCall,
+    /// Where its events go, what it may read of its run (S8), how it is told to stop, and its
+    /// deadline: the step's own `timeout-ms` (`None`: the executor's default, S15).
+    pub io: Invocation,
+}
+
+/// A plugin's steps, run in the sandbox a workflow gives the plugin.
+pub struct PluginStep {
+    plugin: Arc<Plugin>,
+    sandbox: Arc<Sandbox>,
+}
+
+impl PluginStep {
+    /// The steps of `plugin` under `sandbox`.
+    pub fn new(plugin: Arc<Plugin>, sandbox: Arc<Sandbox>) -> Self {
+        PluginStep { plugin, sandbox }
+    }
+}
+
+impl StepExecutor for PluginStep {
+    fn execute(&self, request: StepRequest) -> BoxFuture<'_, InvocationResult> {
+        // A deadline of `None` falls back to the sandbox's `limits.timeout-ms` in the plugin.
+        Box::pin(async move {
+            self.plugin
+                .execute(&request.step, &request.call, &self.sandbox, request.io)
+                .await
+        })
+    }
+}

@@ -1,0 +1,102 @@
+//! Run ids: the one alphabet and length every way in accepts — the command line, the HTTP API
+//! and the embedding API all check ids with [`check_run_id`].
+//!
+//! A run id is 1 to [`MAX_RUN_ID_LEN`] characters of `A-Z a-z 0-9 . _ -` and does not start
+//! with `.`: it is safe in a file name, a URL path segment and a shell word, and it can never
+//! hold the separators a storage key or a path uses. Generated ids (ULIDs) are of this form.
+
+/// The longest run id accepted, in characters.
+pub const MAX_RUN_ID_LEN: usize = 128;
+
+/// How a valid run id is made, as refusals print it.
+pub const RUN_ID_RULE: &str =
+    "a run id is 1 to 128 characters of A-Z a-z 0-9 . _ - and does not start with `.`";
+
+/// A run id that breaks the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid run id {shown}: {reason}; {RUN_ID_RULE}")]
+pub struct InvalidRunId {
+    /// The id as shown in the message: quoted, escaped, and cut when long.
+    pub shown: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// The longest part of a refused id a message repeats.
+const SHOWN_CHARS: usize = 40;
+
+/// Checks `id` against the rule; the error says what is wrong and what is allowed.
+pub fn check_run_id(id: &str) -> Result<(), InvalidRunId> {
+    let refuse = |reason: String| {
+        let mut cut: String = id.chars().take(SHOWN_CHARS).collect();
+        if cut.len() < id.len() {
+            cut.push('…');
+        }
+        Err(InvalidRunId {
+            shown: format!("{cut:?}"),
+            reason,
+        })
+    };
+    if id.is_empty() {
+        return refuse("it is empty".into());
+    }
+    let chars = id.chars().count();
+    if chars > MAX_RUN_ID_LEN {
+        return refuse(format!("it is {chars} characters long"));
+    }
+    if id.starts_with('.') {
+        return refuse("it starts with `.`".into());
+    }
+    if let Some((at, c)) = id
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return refuse(format!(
+            "character {} is {c:?} (U+{:04X})",
+            at + 1,
+            u32::from(c)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_alphabet_and_length_are_enforced() {
+        for ok in [
+            "a",
+            "01JABCDEF",
+            "order-42_v1.2",
+            "A.b",
+            &"x".repeat(MAX_RUN_ID_LEN),
+        ] {
+            assert_eq!(check_run_id(ok), Ok(()), "{ok}");
+        }
+        let ulid = ulid::Ulid::new().to_string();
+        assert_eq!(check_run_id(&ulid), Ok(()));
+        for (bad, why) in [
+            ("", "empty"),
+            (".hidden", "starts with `.`"),
+            ("victim\u{0}zz", "'\\0'"),
+            ("a b", "' '"),
+            ("a/b", "'/'"),
+            ("tab\there", "'\\t'"),
+            ("é", "'é'"),
+        ] {
+            let err = check_run_id(bad).expect_err(bad);
+            assert!(err.to_string().contains(why), "{bad:?}: {err}");
+            assert!(err.to_string().contains(RUN_ID_RULE), "{err}");
+        }
+        let long = "y".repeat(100_000);
+        let err = check_run_id(&long).expect_err("long");
+        assert!(err.to_string().contains("100000 characters"), "{err}");
+        assert!(
+            err.to_string().len() < 400,
+            "the message repeats the whole id"
+        );
+    }
+}

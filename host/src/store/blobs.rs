@@ -1,0 +1,133 @@
+//! Content-addressed files beside the database: `<home>/blobs/sha256/<hex>`.
+//!
+//! Components and run definitions are stored here once per digest, however many runs use them,
+//! and never inside sled: a large value in sled's tree is copied again whenever sled rewrites
+//! the nodes and segments around it. A blob is written to a temporary file, synced, renamed into
+//! place and its directory synced, so it is either whole or absent, and it is durable before the
+//! run that names it is.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::StoreError;
+
+/// The blob files of one home.
+pub struct Blobs {
+    dir: PathBuf,
+}
+
+/// The hex sha256 of `bytes`: the name of their blob.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Backend(format!("cannot {what} {}: {e}", path.display()))
+}
+
+impl Blobs {
+    /// The blobs under `root` (`<home>/blobs`), made when missing.
+    pub fn open(root: &Path) -> Result<Self, StoreError> {
+        let dir = root.join("sha256");
+        crate::home::create_dir(&dir).map_err(|e| io_error("create", &dir, e))?;
+        Ok(Blobs { dir })
+    }
+
+    /// The file of `digest`; refuses anything but 64 lower-case hex digits, so a digest read
+    /// from a damaged record can never name a path outside the blob directory.
+    fn path(&self, digest: &str) -> Result<PathBuf, StoreError> {
+        if digest.len() == 64
+            && digest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            Ok(self.dir.join(digest))
+        } else {
+            Err(StoreError::Corrupt {
+                key: format!("blob {digest:?}"),
+                message: "a blob is named by a sha256 digest: 64 lower-case hex digits".into(),
+            })
+        }
+    }
+
+    /// Stores `bytes` under `digest` (their sha256) unless a blob of that digest exists.
+    pub fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.path(digest)?;
+        if path.exists() {
+            return Ok(());
+        }
+        let tmp = self.dir.join(format!(
+            ".{digest}.tmp-{}-{:x}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        let written = (|| {
+            let mut file = crate::home::create_file(&tmp)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&self.dir)?.sync_all()
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_error("write", &path, e));
+        }
+        Ok(())
+    }
+
+    /// Whether any blob is stored.
+    pub fn any(&self) -> Result<bool, StoreError> {
+        let mut entries =
+            std::fs::read_dir(&self.dir).map_err(|e| io_error("list", &self.dir, e))?;
+        Ok(entries.next().is_some())
+    }
+
+    /// The bytes stored under `digest`, if any.
+    pub fn get(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let path = self.path(digest)?;
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_error("read", &path, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blob_is_stored_once_and_read_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let blobs = Blobs::open(dir.path()).expect("open");
+        let digest = sha256_hex(b"component");
+        assert_eq!(blobs.get(&digest).expect("get"), None);
+        blobs.put(&digest, b"component").expect("put");
+        blobs.put(&digest, b"component").expect("put again");
+        assert_eq!(
+            blobs.get(&digest).expect("get").as_deref(),
+            Some(&b"component"[..])
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("sha256"))
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(&digest)]);
+    }
+
+    #[test]
+    fn a_digest_never_names_a_path_outside() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let blobs = Blobs::open(dir.path()).expect("open");
+        for bad in ["../../etc/passwd", "", &"A".repeat(64), &"0".repeat(63)] {
+            assert!(blobs.get(bad).is_err(), "{bad}");
+            assert!(blobs.put(bad, b"x").is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! Keys of the record tree: `kind | len(id) as u32 BE | id [| seq u64 BE | sub u32 BE]`.
+//!
+//! The id is length-prefixed, so no id is a prefix of another's keys and no byte in an id (a
+//! NUL, say) can make one run's key land among another run's: a run's keys are exactly those
+//! that start with its prefix, whatever the ids, even ones that [`crate::run_id`] would refuse.
+
+use super::RecordKey;
+
+/// The latest snapshot of a run.
+pub const SNAPSHOT: u8 = b's';
+/// The first state of a run.
+pub const BASE: u8 = b'b';
+/// The digest of a run's definition (the definition itself is a blob).
+pub const DEFINITION: u8 = b'd';
+/// A run's summary.
+pub const SUMMARY: u8 = b'r';
+/// A run's records.
+pub const RECORD: u8 = b't';
+
+/// The key of a run's single entry of `kind`; also the prefix of its records.
+pub fn key(kind: u8, id: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + 4 + id.len() + 12);
+    k.push(kind);
+    // An id longer than u32::MAX bytes cannot exist in memory here; saturate anyway.
+    let len = u32::try_from(id.len()).unwrap_or(u32::MAX);
+    k.extend_from_slice(&len.to_be_bytes());
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+/// The key of one record of a run.
+pub fn record_key(id: &str, (seq, sub): RecordKey) -> Vec<u8> {
+    let mut k = key(RECORD, id);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k.extend_from_slice(&sub.to_be_bytes());
+    k
+}
+
+/// The record key of `k`, a key under `prefix` (the run's record prefix).
+pub fn parse_record_key(prefix: &[u8], k: &[u8]) -> Option<RecordKey> {
+    let rest = k.get(prefix.len()..)?;
+    if rest.len() != 12 {
+        return None;
+    }
+    let seq = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+    let sub = u32::from_be_bytes(rest.get(8..12)?.try_into().ok()?);
+    Some((seq, sub))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_id_aliases_another() {
+        // The old layout `kind | id | 0 | seq | sub` let `victim\0zz` write into `victim`'s log.
+        let victim = key(RECORD, "victim");
+        for other in ["victim\u{0}zz", "victim\u{0}", "victi", "victimx", ""] {
+            let k = record_key(other, (7, 1));
+            assert!(
+                !k.starts_with(&victim),
+                "{other:?} lands among victim's records"
+            );
+            assert_eq!(parse_record_key(&key(RECORD, other), &k), Some((7, 1)));
+        }
+        assert_ne!(key(SUMMARY, "a"), key(SUMMARY, "a\u{0}"));
+    }
+
+    #[test]
+    fn records_sort_by_seq_then_sub() {
+        let a = record_key("r", (1, 9));
+        let b = record_key("r", (2, 0));
+        let c = record_key("r", (2, 1));
+        assert!(a < b && b < c);
+    }
+}
