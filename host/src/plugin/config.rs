@@ -137,6 +137,10 @@ pub struct PoolConfig {
     pub keep_resident: usize,
     /// Freed slots whose memory is decommitted in one batch (default 32).
     pub decommit_batch: usize,
+    /// Find the pages a freed linear memory or table dirtied with Linux's `PAGEMAP_SCAN`
+    /// (kernel 6.7 and later; ignored where missing) and reset only those, up to
+    /// [`PoolConfig::keep_resident`] bytes, leaving them resident (default true).
+    pub pagemap_scan: bool,
 }
 
 impl Default for PoolConfig {
@@ -150,6 +154,7 @@ impl Default for PoolConfig {
             table_elements: 20_000,
             keep_resident: 64 << 10,
             decommit_batch: 32,
+            pagemap_scan: true,
         }
     }
 }
@@ -194,6 +199,12 @@ impl PoolConfig {
     /// Sets [`PoolConfig::keep_resident`].
     pub fn with_keep_resident(mut self, bytes: usize) -> Self {
         self.keep_resident = bytes;
+        self
+    }
+
+    /// Sets [`PoolConfig::pagemap_scan`].
+    pub fn with_pagemap_scan(mut self, enabled: bool) -> Self {
+        self.pagemap_scan = enabled;
         self
     }
 

@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use wasmtime::component::Linker;
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings;
 use super::cache;
@@ -148,7 +148,12 @@ fn pooling(config: &HostConfig) -> PoolingAllocationConfig {
         .linear_memory_keep_resident(pool.keep_resident)
         .table_keep_resident(pool.keep_resident)
         .async_stack_keep_resident(pool.keep_resident)
-        .decommit_batch_size(pool.decommit_batch.max(1));
+        .decommit_batch_size(pool.decommit_batch.max(1))
+        .pagemap_scan(if pool.pagemap_scan {
+            Enabled::Auto
+        } else {
+            Enabled::No
+        });
     p
 }
 
