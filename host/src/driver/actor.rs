@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::executors::RunExecutors;
 use super::limits;
+use super::live_events::LiveEvents;
 use super::record::{RecordOut, SnapshotOut};
 use super::unrecoverable::panic_message;
 use super::{RunRecord, Runtime, RuntimeError, StoredEvent, summary};
@@ -52,7 +53,7 @@ pub struct Actor {
     state: RunState,
     graph: Arc<Graph>,
     tx: mpsc::UnboundedSender<Msg>,
-    events: broadcast::Sender<Arc<StoredEvent>>,
+    events: Arc<LiveEvents>,
     status: watch::Sender<RunStatus>,
     next_seq: u64,
     /// The counter part of the next record's key.
@@ -75,7 +76,7 @@ impl Actor {
         state: RunState,
         graph: Arc<Graph>,
         tx: mpsc::UnboundedSender<Msg>,
-        events: broadcast::Sender<Arc<StoredEvent>>,
+        events: Arc<LiveEvents>,
         status: watch::Sender<RunStatus>,
         next_seq: u64,
         next_sub: u32,
@@ -248,7 +249,7 @@ impl Actor {
             return;
         }
         for ev in stored {
-            let _ = self.events.send(Arc::new(ev));
+            self.events.send(ev);
         }
     }
 
@@ -372,7 +373,7 @@ impl Actor {
             return Err(e);
         }
         for ev in stored {
-            let _ = self.events.send(Arc::new(ev));
+            self.events.send(ev);
         }
         self.status.send_if_modified(|s| {
             let changed = *s != self.state.status;

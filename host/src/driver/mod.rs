@@ -11,6 +11,7 @@ mod clock;
 mod config;
 mod executors;
 mod limits;
+mod live_events;
 mod record;
 mod sync;
 mod unrecoverable;
@@ -41,6 +42,7 @@ use unrecoverable::is_unloadable;
 
 use actor::{Actor, Msg};
 use executors::Executors;
+use live_events::LiveEvents;
 use sync::Syncer;
 
 /// Why the runtime refused or failed a request.
@@ -190,7 +192,7 @@ struct Inner {
     live: Mutex<HashMap<String, LiveRun>>,
     /// Live events by run, also for runs without an actor yet, so a watcher follows a run
     /// that this process starts driving later (a resume served here, S106).
-    channels: Mutex<HashMap<String, broadcast::Sender<Arc<StoredEvent>>>>,
+    channels: Mutex<HashMap<String, Arc<LiveEvents>>>,
     /// What runs each step: plugins from `host`, natives from `natives`.
     executors: Executors,
     natives: NativeSteps,
@@ -886,10 +888,10 @@ impl Runtime {
     }
 
     /// The run's live event channel, made when missing.
-    fn channel(&self, run_id: &str) -> broadcast::Sender<Arc<StoredEvent>> {
+    fn channel(&self, run_id: &str) -> Arc<LiveEvents> {
         lock(&self.inner.channels)
             .entry(run_id.to_owned())
-            .or_insert_with(|| broadcast::channel(self.inner.config.watch_buffer.max(1)).0)
+            .or_insert_with(|| Arc::new(LiveEvents::new(self.inner.config.watch_buffer)))
             .clone()
     }
 }

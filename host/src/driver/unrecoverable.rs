@@ -2,8 +2,6 @@
 //! run is ended (failed, or cancelled when a cancel asked for it) so that it stops blocking
 //! recovery and commands, and the others go on (S101).
 
-use std::sync::Arc;
-
 use serde_json::json;
 
 use super::record::{RecordOut, SnapshotOut};
@@ -120,7 +118,7 @@ impl Runtime {
                 store.put_snapshot(run_id, &snapshot).map_err(failed)?;
                 store.put_summary(&summary(&state)).map_err(failed)?;
                 self.durable().await?;
-                let _ = self.channel(run_id).send(Arc::new(event));
+                self.channel(run_id).send(event);
                 Some((state, at))
             }
             Err(_) => {

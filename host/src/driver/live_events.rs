@@ -1,0 +1,87 @@
+//! A run's live events, for watchers: the buffer is made when the first watcher subscribes, so
+//! a run nobody watches costs no buffer (a broadcast channel allocates all its slots at once).
+//!
+//! An event is stored before it is sent here, and a watcher subscribes before it reads the
+//! store: whichever comes first, a watcher sees every event once it dedupes by `seq`, from the
+//! store or from here.
+
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::broadcast;
+
+use super::StoredEvent;
+
+/// One run's live event channel, made on first subscription.
+pub struct LiveEvents {
+    capacity: usize,
+    sender: OnceLock<broadcast::Sender<Arc<StoredEvent>>>,
+}
+
+impl LiveEvents {
+    /// A channel that buffers `capacity` events per watcher once one subscribes; a watcher that
+    /// falls further behind catches up from the store.
+    pub fn new(capacity: usize) -> Self {
+        LiveEvents {
+            capacity: capacity.max(1),
+            sender: OnceLock::new(),
+        }
+    }
+
+    /// A receiver of every event sent from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>> {
+        self.sender
+            .get_or_init(|| broadcast::channel(self.capacity).0)
+            .subscribe()
+    }
+
+    /// Sends a stored event to the watchers, if any has ever subscribed.
+    pub fn send(&self, event: StoredEvent) {
+        if let Some(sender) = self.sender.get() {
+            let _ = sender.send(Arc::new(event));
+        }
+    }
+
+    /// How many watchers are subscribed now.
+    pub fn receiver_count(&self) -> usize {
+        self.sender
+            .get()
+            .map_or(0, broadcast::Sender::receiver_count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EventKind;
+
+    fn event(seq: u64) -> StoredEvent {
+        StoredEvent {
+            seq,
+            run_id: "r".into(),
+            at: String::new(),
+            kind: EventKind::Log,
+            path: None,
+            foreach_index: None,
+            iteration: None,
+            data: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn events_sent_before_any_subscription_are_dropped_and_later_ones_arrive() {
+        let live = LiveEvents::new(4);
+        live.send(event(1));
+        assert_eq!(live.receiver_count(), 0);
+        let mut rx = live.subscribe();
+        live.send(event(2));
+        assert_eq!(live.receiver_count(), 1);
+        assert_eq!(
+            rx.try_recv().expect("the event sent after subscribing").seq,
+            2
+        );
+        assert!(
+            rx.try_recv().is_err(),
+            "nothing else was sent after subscribing"
+        );
+    }
+}
