@@ -15,7 +15,7 @@ use super::limits;
 use super::live_events::LiveEvents;
 use super::record::{RecordOut, SnapshotOut};
 use super::unrecoverable::panic_message;
-use super::{RunRecord, Runtime, RuntimeError, StoredEvent, summary};
+use super::{Progress, RunRecord, Runtime, RuntimeError, StoredEvent, summary};
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
     self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, RunStatus, StepsView,
@@ -54,7 +54,7 @@ pub struct Actor {
     graph: Arc<Graph>,
     tx: mpsc::UnboundedSender<Msg>,
     events: Arc<LiveEvents>,
-    status: watch::Sender<RunStatus>,
+    status: watch::Sender<Progress>,
     next_seq: u64,
     /// The counter part of the next record's key.
     next_sub: u32,
@@ -77,7 +77,7 @@ impl Actor {
         graph: Arc<Graph>,
         tx: mpsc::UnboundedSender<Msg>,
         events: Arc<LiveEvents>,
-        status: watch::Sender<RunStatus>,
+        status: watch::Sender<Progress>,
         next_seq: u64,
         next_sub: u32,
     ) -> Self {
@@ -196,10 +196,18 @@ impl Actor {
             Ok(None) => {}
             Err(e) => tracing::error!(run = %run, "cannot mark the run failed: {e}"),
         }
+        self.publish_status();
+    }
+
+    /// Tells waiters the run's status when it changed; once the run is settled (suspended or
+    /// ended), with its record, so that a waiter need not ask the actor or read the store.
+    fn publish_status(&self) {
         self.status.send_if_modified(|s| {
-            let changed = *s != self.state.status;
-            *s = self.state.status;
-            changed
+            if s.status == self.state.status {
+                return false;
+            }
+            *s = Progress::of(&self.state, &self.graph);
+            true
         });
     }
 
@@ -375,11 +383,7 @@ impl Actor {
         for ev in stored {
             self.events.send(ev);
         }
-        self.status.send_if_modified(|s| {
-            let changed = *s != self.state.status;
-            *s = self.state.status;
-            changed
-        });
+        self.publish_status();
         for cmd in effects {
             self.carry_out(cmd).await;
         }

@@ -38,7 +38,8 @@ pub struct RuntimeConfig {
     pub clock: Arc<dyn Clock>,
     /// How many events a run's live feed keeps for watchers that lag behind (default 4096, at
     /// least 1). A watcher further behind catches up from the store, so this trades memory
-    /// per followed run against store reads; it never loses an event.
+    /// per followed run against store reads; it never loses an event. The feed is made when a
+    /// run's first watcher subscribes: a run nobody watches keeps no buffer.
     pub watch_buffer: usize,
     /// Record bytes written before a snapshot is due, at least (default 16 KiB). Beyond it, a
     /// snapshot is written once the records since the last one outweigh it, and whenever the

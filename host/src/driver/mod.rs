@@ -221,7 +221,27 @@ impl Until {
 #[derive(Clone)]
 struct LiveRun {
     tx: mpsc::UnboundedSender<Msg>,
-    status: watch::Receiver<RunStatus>,
+    status: watch::Receiver<Progress>,
+}
+
+/// Where a live run stands, as its actor publishes it to waiters.
+#[derive(Clone)]
+struct Progress {
+    status: RunStatus,
+    /// The record, once the run is settled (suspended or ended): what [`Runtime::wait`]
+    /// returns, without asking the actor or reading the store.
+    settled: Option<Arc<RunRecord>>,
+}
+
+impl Progress {
+    /// The progress of a run in `state`.
+    fn of(state: &RunState, graph: &Graph) -> Self {
+        let settled = !matches!(state.status, RunStatus::Running | RunStatus::Pending);
+        Progress {
+            status: state.status,
+            settled: settled.then(|| Arc::new(RunRecord::new(state, graph))),
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -475,28 +495,17 @@ impl Runtime {
     /// Waits until the run has ended or suspended, and returns its record.
     pub async fn wait(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
         check_run_id(run_id)?;
-        let mut status = self.live(run_id).map(|l| l.status);
-        loop {
-            if let Some(rx) = status.as_mut()
-                && rx
-                    .wait_for(|s| !matches!(s, RunStatus::Running | RunStatus::Pending))
-                    .await
-                    .is_err()
-            {
-                // The actor retired: the store has the final word.
-                status = None;
-            }
-            if status.is_none()
-                && let Some(halted) = self.halted(run_id)
-            {
-                return Err(halted);
-            }
-            let record = self.show(run_id).await?;
-            if !matches!(record.status, RunStatus::Running | RunStatus::Pending) || status.is_none()
-            {
-                return Ok(record);
-            }
+        if let Some(mut rx) = self.live(run_id).map(|l| l.status)
+            && let Ok(progress) = rx.wait_for(|p| p.settled.is_some()).await
+            && let Some(record) = &progress.settled
+        {
+            return Ok(RunRecord::clone(record));
         }
+        // Not live, or its actor retired: the store has the final word.
+        if let Some(halted) = self.halted(run_id) {
+            return Err(halted);
+        }
+        self.show(run_id).await
     }
 
     /// The run's record (WORKFLOW-FORMAT.md §3).
@@ -852,7 +861,7 @@ impl Runtime {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let events = self.channel(&state.run_id);
-        let (status_tx, status) = watch::channel(state.status);
+        let (status_tx, status) = watch::channel(Progress::of(&state, &graph));
         let handle = LiveRun {
             tx: tx.clone(),
             status,
