@@ -5,6 +5,7 @@
 //! each, so a transition is one record holding all it needs.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sled::{Db, Tree};
 
@@ -22,6 +23,8 @@ pub struct SledStore {
     blobs: Blobs,
     /// The database directory, for messages.
     dir: PathBuf,
+    /// Bytes that may still be written before [`SledStore::room`] looks at the disk again.
+    unchecked: AtomicU64,
     /// Declared last, so it is dropped after the database handles: see [`Released`].
     _released: Released,
 }
@@ -62,6 +65,9 @@ fn home_of(dir: &Path) -> String {
 /// Free space a write leaves to sled beyond its own bytes: a log segment (sled's default
 /// segment size, which weft keeps) that sled may start writing at any time.
 const HEADROOM: u64 = 512 << 10;
+
+/// The most a store writes between two looks at the free space of its disk.
+const RECHECK_BYTES: u64 = 16 << 20;
 
 /// sled's error as a sentence (its own text ends in a debug dump such as `backtrace ()`).
 fn backend(e: sled::Error) -> StoreError {
@@ -257,6 +263,7 @@ impl SledStore {
             data,
             blobs,
             dir: dir.to_path_buf(),
+            unchecked: AtomicU64::new(0),
             _released: Released {
                 lock_file: dir.join("db"),
             },
@@ -267,19 +274,40 @@ impl SledStore {
     /// [`HEADROOM`]: sled stops for good (and may hang flushing) once one of its own writes
     /// fails for want of space, while a write refused here leaves it working, so the home
     /// works again as soon as there is space.
+    ///
+    /// The disk is asked (`statvfs`) only when the writes since it was last asked may have
+    /// used an eighth of what was free then beyond the headroom (and at least every
+    /// [`RECHECK_BYTES`]): sled writes more than the values it is given (keys, headers, tree
+    /// nodes), so the margin is wide, and a full disk is still seen in time while most writes
+    /// ask nothing.
     fn room(&self, bytes: usize) -> Result<(), StoreError> {
+        let need = (bytes as u64).saturating_add(HEADROOM);
+        // A write's own overhead in sled's log (key, header), beyond the value.
+        let bytes = (bytes as u64).saturating_add(256);
+        // Take `bytes` from the budget left by the last look at the disk, if it covers them.
+        let covered = self
+            .unchecked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(bytes)
+            })
+            .is_ok();
+        if covered {
+            return Ok(());
+        }
         let Ok(fs) = rustix::fs::statvfs(&self.dir) else {
             return Ok(()); // cannot tell: sled reports what happens
         };
         let free = fs.f_bavail.saturating_mul(fs.f_frsize);
-        let need = (bytes as u64).saturating_add(HEADROOM);
         if free < need {
+            self.unchecked.store(0, Ordering::Release);
             return Err(StoreError::DiskFull(format!(
                 "{} KiB free, and writing needs {} KiB",
                 free >> 10,
                 need.div_ceil(1 << 10)
             )));
         }
+        let budget = ((free - need) / 8).min(RECHECK_BYTES);
+        self.unchecked.store(budget, Ordering::Release);
         Ok(())
     }
 
