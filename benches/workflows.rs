@@ -1,12 +1,22 @@
-//! Workflow throughput: `cargo bench --bench workflows -- [SCENARIO...]`.
+//! Workflow throughput and latency: `cargo bench --bench workflows -- [SCENARIO...]`.
 //!
 //! Every scenario runs plugin steps (testkit, a fresh sandboxed instance per invocation) on the
 //! durable sled store with fsynced transitions, many runs in flight at once (as a server holds
-//! them; concurrent runs share fsyncs), after a warm-up,
-//! for at least two seconds, and prints one JSON line:
-//! `{"scenario", "runs", "steps", "seconds", "runs_per_s", "steps_per_s", "rss_mb"}`.
+//! them; concurrent runs share fsyncs), after a warm-up, for at least two seconds, and prints
+//! one JSON line: `{"scenario", "in_flight", "sync", "runs", "steps", "seconds", "runs_per_s",
+//! "steps_per_s", "p50_ms", "p99_ms", "rss_mb"}`, the percentiles being those of one run's
+//! time from `start` to its end (a `suspend_resume` cycle's: start, suspend, resume, end).
 //! `floor` is the bare cost of one fresh pooled instance and one trivial `execute`, with no
 //! engine and no store, measured in the same process so the engine's overhead shows as a ratio.
+//!
+//! The environment changes what is measured:
+//! - `WEFT_BENCH_INFLIGHT=N`: N runs in flight in every scenario (1 measures latency, as the
+//!   peer's default does); unset, each scenario keeps its own number.
+//! - `WEFT_BENCH_SYNC=0`: transitions are not fsynced (`RuntimeConfig::sync_writes`), to show
+//!   what the fsync costs; the default `1` is the durable mode every figure is quoted in.
+//! - `WEFT_BENCH_REPEAT=N`: N rounds of every scenario, then a line per scenario with the
+//!   median of each figure (`"round": "median"`).
+//! - `WEFT_BENCH_MIN_S`: the timed window in seconds (default 2).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,7 +32,41 @@ use weft::workflow::LoadedWorkflow;
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const MIN_TIME: Duration = Duration::from_secs(2);
+/// What the environment asks of this bench (see the module docs).
+struct Settings {
+    in_flight: Option<usize>,
+    sync: bool,
+    repeat: usize,
+    min_time: Duration,
+}
+
+impl Settings {
+    fn from_env() -> Self {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let number = |name: &str| {
+            var(name).map(|v| {
+                v.parse::<f64>()
+                    .unwrap_or_else(|_| panic!("{name}={v} is not a number"))
+            })
+        };
+        Settings {
+            in_flight: number("WEFT_BENCH_INFLIGHT").map(|n| (n as usize).max(1)),
+            sync: var("WEFT_BENCH_SYNC").is_none_or(|v| v != "0"),
+            repeat: number("WEFT_BENCH_REPEAT").map_or(1, |n| (n as usize).max(1)),
+            min_time: Duration::from_secs_f64(number("WEFT_BENCH_MIN_S").unwrap_or(2.0)),
+        }
+    }
+}
+
+/// One round's figures of one scenario.
+#[derive(Clone)]
+struct Figures {
+    runs: u64,
+    steps: u64,
+    seconds: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
 
 struct Scenario {
     name: &'static str,
@@ -113,20 +157,58 @@ fn rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn print(name: &str, runs: u64, steps: u64, seconds: f64) {
+/// The `q` quantile (0..=1) of sorted `values`, in milliseconds.
+fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    (sorted[i].as_secs_f64() * 1e6).round() / 1e3
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn print(name: &str, in_flight: usize, settings: &Settings, round: Value, f: &Figures) {
     let line = json!({
         "scenario": name,
-        "runs": runs,
-        "steps": steps,
-        "seconds": (seconds * 1000.0).round() / 1000.0,
-        "runs_per_s": (runs as f64 / seconds).round(),
-        "steps_per_s": (steps as f64 / seconds).round(),
+        "round": round,
+        "in_flight": in_flight,
+        "sync": settings.sync,
+        "runs": f.runs,
+        "steps": f.steps,
+        "seconds": (f.seconds * 1000.0).round() / 1000.0,
+        "runs_per_s": (f.runs as f64 / f.seconds).round(),
+        "steps_per_s": (f.steps as f64 / f.seconds).round(),
+        "p50_ms": f.p50_ms,
+        "p99_ms": f.p99_ms,
         "rss_mb": (rss_mb() * 10.0).round() / 10.0,
     });
     println!("{line}");
 }
 
-async fn one(rt: &Runtime, w: &LoadedWorkflow, input: &Value, resume: bool) {
+/// Prints each round as it ends, then the medians when there was more than one.
+fn report(name: &str, in_flight: usize, settings: &Settings, rounds: &[Figures]) {
+    if rounds.len() < 2 {
+        return;
+    }
+    let of = |f: fn(&Figures) -> f64| median(rounds.iter().map(f).collect());
+    let seconds = of(|f| f.seconds);
+    let medians = Figures {
+        runs: (of(|f| f.runs as f64 / f.seconds) * seconds).round() as u64,
+        steps: (of(|f| f.steps as f64 / f.seconds) * seconds).round() as u64,
+        seconds,
+        p50_ms: of(|f| f.p50_ms),
+        p99_ms: of(|f| f.p99_ms),
+    };
+    print(name, in_flight, settings, json!("median"), &medians);
+}
+
+/// One run (or suspend-resume cycle), to its end; how long it took.
+async fn one(rt: &Runtime, w: &LoadedWorkflow, input: &Value, resume: bool) -> Duration {
+    let started = Instant::now();
     let id = rt.start(w, input.clone(), None).await.expect("start");
     let mut rec = rt.wait(&id).await.expect("wait");
     if resume {
@@ -141,37 +223,67 @@ async fn one(rt: &Runtime, w: &LoadedWorkflow, input: &Value, resume: bool) {
         rec = rt.wait(&id).await.expect("wait");
     }
     assert_eq!(rec.status, RunStatus::Success, "{:?}", rec.error);
+    started.elapsed()
 }
 
-async fn batch(rt: &Runtime, w: &Arc<LoadedWorkflow>, s: &Scenario) {
-    let mut tasks = Vec::with_capacity(s.in_flight);
-    for _ in 0..s.in_flight {
-        let (rt, w, input, resume) = (rt.clone(), w.clone(), s.input.clone(), s.resume);
-        tasks.push(tokio::spawn(
-            async move { one(&rt, &w, &input, resume).await },
-        ));
-    }
+/// `in_flight` workers, each starting its next run as its last one ends, until `until`; every
+/// run's time. The peer's bench keeps its runs in flight the same way.
+async fn workers(
+    rt: &Runtime,
+    w: &Arc<LoadedWorkflow>,
+    s: &Scenario,
+    in_flight: usize,
+    until: Instant,
+) -> Vec<Duration> {
+    let tasks: Vec<_> = (0..in_flight)
+        .map(|_| {
+            let (rt, w, input, resume) = (rt.clone(), w.clone(), s.input.clone(), s.resume);
+            tokio::spawn(async move {
+                let mut times = Vec::new();
+                loop {
+                    times.push(one(&rt, &w, &input, resume).await);
+                    if Instant::now() >= until {
+                        return times;
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut times = Vec::new();
     for t in tasks {
-        t.await.expect("run task");
+        times.extend(t.await.expect("run task"));
     }
+    times
 }
 
-async fn run_scenario(rt: &Runtime, dir: &std::path::Path, s: &Scenario) {
+async fn run_scenario(
+    rt: &Runtime,
+    dir: &std::path::Path,
+    s: &Scenario,
+    settings: &Settings,
+) -> (usize, Figures) {
+    let in_flight = settings.in_flight.unwrap_or(s.in_flight);
     let path = dir.join(format!("{}.yaml", s.name));
     std::fs::write(&path, &s.yaml).expect("write workflow");
     let w = Arc::new(rt.load_workflow(&path).await.expect("load"));
-    batch(rt, &w, s).await;
+    workers(rt, &w, s, in_flight, Instant::now() + settings.min_time / 4).await;
     let start = Instant::now();
-    let mut runs = 0u64;
-    while start.elapsed() < MIN_TIME {
-        batch(rt, &w, s).await;
-        runs += s.in_flight as u64;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    print(s.name, runs, runs * s.steps, secs);
+    let mut times = workers(rt, &w, s, in_flight, start + settings.min_time).await;
+    let seconds = start.elapsed().as_secs_f64();
+    times.sort();
+    let runs = times.len() as u64;
+    let figures = Figures {
+        runs,
+        steps: runs * s.steps,
+        seconds,
+        p50_ms: quantile_ms(&times, 0.5),
+        p99_ms: quantile_ms(&times, 0.99),
+    };
+    print(s.name, in_flight, settings, json!(null), &figures);
+    (in_flight, figures)
 }
 
-async fn floor(dir: &std::path::Path) {
+async fn floor(dir: &std::path::Path, settings: &Settings) -> Figures {
     let host = PluginHost::new(HostConfig::default().with_cache_dir(Some(dir.join("floor-cache"))))
         .expect("host");
     let bytes = std::fs::read(weft_guests::TESTKIT).expect("testkit");
@@ -204,14 +316,22 @@ async fn floor(dir: &std::path::Path) {
     }
     let start = Instant::now();
     let mut steps = 0u64;
-    while start.elapsed() < MIN_TIME {
+    while start.elapsed() < settings.min_time {
         let tasks: Vec<_> = (0..64).map(|_| invoke(50)).collect();
         for t in tasks {
             t.await.expect("floor task");
         }
         steps += 64 * 50;
     }
-    print("floor", steps, steps, start.elapsed().as_secs_f64());
+    let figures = Figures {
+        runs: steps,
+        steps,
+        seconds: start.elapsed().as_secs_f64(),
+        p50_ms: 0.0,
+        p99_ms: 0.0,
+    };
+    print("floor", 64, settings, json!(null), &figures);
+    figures
 }
 
 fn main() {
@@ -224,17 +344,33 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio");
+    let settings = Settings::from_env();
     rt.block_on(async {
         let dir = tempfile::tempdir().expect("temp dir");
-        if picked("floor") {
-            floor(dir.path()).await;
-        }
-        let runtime =
-            Runtime::open(&dir.path().join("home"), RuntimeConfig::default()).expect("runtime");
-        for s in scenarios() {
-            if picked(s.name) {
-                run_scenario(&runtime, dir.path(), &s).await;
+        let config = RuntimeConfig::default().with_sync_writes(settings.sync);
+        let runtime = Runtime::open(&dir.path().join("home"), config).expect("runtime");
+        let mut rounds: Vec<(String, usize, Vec<Figures>)> = Vec::new();
+        for _ in 0..settings.repeat {
+            let mut at = 0;
+            let mut add = |name: &str, in_flight: usize, f: Figures| {
+                if rounds.len() <= at {
+                    rounds.push((name.to_owned(), in_flight, Vec::new()));
+                }
+                rounds[at].2.push(f);
+                at += 1;
+            };
+            if picked("floor") {
+                add("floor", 64, floor(dir.path(), &settings).await);
             }
+            for s in scenarios() {
+                if picked(s.name) {
+                    let (in_flight, f) = run_scenario(&runtime, dir.path(), &s, &settings).await;
+                    add(s.name, in_flight, f);
+                }
+            }
+        }
+        for (name, in_flight, figures) in &rounds {
+            report(name, *in_flight, &settings, figures);
         }
     });
 }
