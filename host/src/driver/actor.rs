@@ -40,6 +40,15 @@ pub enum Msg {
     Cancel(oneshot::Sender<Result<(), RuntimeError>>),
 }
 
+/// The most transitions one fsync covers for a run: events queued beyond it wait for the next.
+const MAX_BATCH: usize = 256;
+
+/// A transition stored but not yet durable: what it emitted, and the commands it asks for.
+struct Staged {
+    stored: Vec<StoredEvent>,
+    effects: Vec<Command>,
+}
+
 /// Where an invocation's guest events belong.
 struct InFlight {
     abort: AbortHandle,
@@ -102,21 +111,40 @@ impl Actor {
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
         let mut next = rx.recv().await;
         while let Some(msg) = next.take() {
-            let handled = if let Msg::Guest(token, ev) = msg {
-                let mut batch = vec![(token, ev)];
-                loop {
-                    match rx.try_recv() {
-                        Ok(Msg::Guest(t, e)) => batch.push((t, e)),
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
+            let handled = match msg {
+                Msg::Guest(token, ev) => {
+                    let mut batch = vec![(token, ev)];
+                    loop {
+                        match rx.try_recv() {
+                            Ok(Msg::Guest(t, e)) => batch.push((t, e)),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
                         }
-                        Err(_) => break,
                     }
+                    std::panic::catch_unwind(AssertUnwindSafe(|| self.guest_events(batch)))
                 }
-                std::panic::catch_unwind(AssertUnwindSafe(|| self.guest_events(batch)))
-            } else {
-                AssertUnwindSafe(self.handle(msg)).catch_unwind().await
+                Msg::Event(event) => {
+                    // Events already queued (steps and timers that ended together) are stored
+                    // with one fsync.
+                    let mut events = vec![event];
+                    while events.len() < MAX_BATCH {
+                        match rx.try_recv() {
+                            Ok(Msg::Event(e)) => events.push(e),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    AssertUnwindSafe(self.apply_all(events))
+                        .catch_unwind()
+                        .await
+                }
+                other => AssertUnwindSafe(self.handle(other)).catch_unwind().await,
             };
             if let Err(panic) = handled {
                 // The state may be half changed: end the run from what is stored, and stop.
@@ -148,13 +176,7 @@ impl Actor {
 
     async fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Event(event) => {
-                if let Err(e) = self.apply(event).await
-                    && !self.halted
-                {
-                    tracing::warn!(run = %self.state.run_id, "event not applied: {e}");
-                }
-            }
+            Msg::Event(event) => self.apply_all(vec![event]).await,
             Msg::Guest(token, ev) => self.guest_events(vec![(token, ev)]),
             Msg::Show(reply) => {
                 let _ = reply.send(RunRecord::new(&self.state, &self.graph));
@@ -333,7 +355,34 @@ impl Actor {
     }
 
     /// One transition: advance, store (S100), publish, then carry out the commands.
-    async fn apply(&mut self, mut event: Event) -> Result<(), RuntimeError> {
+    async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
+        let staged = self.stage(event)?;
+        self.commit(vec![staged]).await
+    }
+
+    /// Transitions that arrived together: each advanced and stored in turn, then all made
+    /// durable by one fsync, then published and carried out in order. S100 holds for each:
+    /// none of their effects happens before all of them are on disk.
+    async fn apply_all(&mut self, events: Vec<Event>) {
+        let mut staged = Vec::with_capacity(events.len());
+        for event in events {
+            match self.stage(event) {
+                Ok(s) => staged.push(s),
+                Err(_) if self.halted => return,
+                Err(e) => tracing::warn!(run = %self.state.run_id, "event not applied: {e}"),
+            }
+        }
+        if !staged.is_empty()
+            && let Err(e) = self.commit(staged).await
+            && !self.halted
+        {
+            tracing::warn!(run = %self.state.run_id, "events not applied: {e}");
+        }
+    }
+
+    /// Advances the state by `event` and appends its record; what it emitted and the commands
+    /// to carry out once it is durable.
+    fn stage(&mut self, mut event: Event) -> Result<Staged, RuntimeError> {
         // An invocation's result is checked against the value limits as it arrives.
         let mut ended = None;
         if let Event::StepEnded { token, result, .. } = &mut event
@@ -376,12 +425,22 @@ impl Actor {
             self.halt(&e);
             return Err(e);
         }
+        Ok(Staged { stored, effects })
+    }
+
+    /// Waits until the staged transitions are durable, then publishes their events and the
+    /// run's status, and carries out their commands in order.
+    async fn commit(&mut self, staged: Vec<Staged>) -> Result<(), RuntimeError> {
         if let Err(e) = self.rt.durable().await {
             self.halt(&e);
             return Err(e);
         }
-        for ev in stored {
-            self.events.send(ev);
+        let mut effects = Vec::new();
+        for s in staged {
+            for ev in s.stored {
+                self.events.send(ev);
+            }
+            effects.extend(s.effects);
         }
         self.publish_status();
         for cmd in effects {
@@ -540,7 +599,7 @@ struct View(StepsView);
 
 impl RunAccess for View {
     fn init_data(&self) -> Value {
-        self.0.init.clone()
+        Value::clone(&self.0.init)
     }
 
     fn step_result(&self, step: &str) -> Option<Value> {
