@@ -1,5 +1,7 @@
 //! What goes out of the core: commands for the driver and the tracking events they carry.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -49,7 +51,7 @@ pub struct Invoke {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StepsView {
     /// The input of the step's own workflow file.
-    pub init: Value,
+    pub init: Arc<Value>,
     /// Outputs of succeeded entries, by id and by path.
     pub steps: IndexMap<String, Value>,
 }

@@ -20,7 +20,7 @@ pub fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunSt
     files.insert(
         String::new(),
         FileState {
-            input: input.clone(),
+            input: std::sync::Arc::new(input.clone()),
             state: root.initial_state.clone(),
             written: Vec::new(),
             bailed: None,

@@ -2,6 +2,7 @@
 //! execution tree.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -81,8 +82,9 @@ impl std::fmt::Display for RunStatus {
 /// The state of one file instance of a run: its input, state and bail flag.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileState {
-    /// The file's input (`.init`, `run.init-data`).
-    pub input: Value,
+    /// The file's input (`.init`, `run.init-data`), shared with the invocations that may read
+    /// it rather than copied into each.
+    pub input: Arc<Value>,
     /// The file's state.
     pub state: Value,
     /// Top-level state keys written by this file's steps (merged into the parent, S43).

@@ -64,7 +64,7 @@ pub(crate) fn drive_nested(
         cx.files.insert(
             key.clone(),
             FileState {
-                input: input.clone(),
+                input: std::sync::Arc::new(input.clone()),
                 state,
                 written: Vec::new(),
                 bailed: None,

@@ -4,6 +4,8 @@
 // Step failures travel by value through a few internal helpers; boxing them buys nothing here.
 #![allow(clippy::result_large_err)]
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::engine::commands::{Command, EventKind, Invoke, StepsView};
@@ -188,7 +190,7 @@ fn issue(
     };
     step.wait = StepWait::Invocation { token, state };
     let view = StepsView {
-        init: cx.file_state(frame).input.clone(),
+        init: Arc::clone(&cx.file_state(frame).input),
         steps: cx.visible_steps(frame),
     };
     cx.record(frame, entry, |rec, item| {
