@@ -91,8 +91,11 @@ fn s100_s102_s104_runs_killed_at_random_moments_recover_without_rerunning_comple
             .args(["show", &run, "--json"])
             .output()
             .expect("show");
-        let completed: Vec<String> = if shown.status.success() {
-            let rec: Value = serde_json::from_slice(&shown.stdout).expect("record");
+        let shown_record: Option<Value> = shown
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&shown.stdout).expect("record"));
+        let completed: Vec<String> = if let Some(rec) = &shown_record {
             rec["steps"]
                 .as_object()
                 .map(|steps| {
@@ -107,11 +110,19 @@ fn s100_s102_s104_runs_killed_at_random_moments_recover_without_rerunning_comple
             Vec::new()
         };
         let before = lines(&log);
+        let ended = shown_record
+            .as_ref()
+            .filter(|rec| rec["status"] == "success")
+            .map(|rec| (rec["status"].clone(), rec["result"].clone()));
         let resumed = weft(&home)
             .args(["resume", &run, "--json"])
             .output()
             .expect("resume");
-        let (status, result) = if resumed.status.success() {
+        let (status, result) = if let Some(ended) = ended {
+            // The run ended before the kill: there is nothing to recover, and resume says so.
+            assert!(!resumed.status.success(), "round {round}: resumed an ended run");
+            ended
+        } else if resumed.status.success() {
             let rec: Value = serde_json::from_slice(&resumed.stdout).expect("record");
             (rec["status"].clone(), rec["result"].clone())
         } else {
