@@ -120,7 +120,10 @@ fn s100_s102_s104_runs_killed_at_random_moments_recover_without_rerunning_comple
             .expect("resume");
         let (status, result) = if let Some(ended) = ended {
             // The run ended before the kill: there is nothing to recover, and resume says so.
-            assert!(!resumed.status.success(), "round {round}: resumed an ended run");
+            assert!(
+                !resumed.status.success(),
+                "round {round}: resumed an ended run"
+            );
             ended
         } else if resumed.status.success() {
             let rec: Value = serde_json::from_slice(&resumed.stdout).expect("record");
