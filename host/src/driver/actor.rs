@@ -603,6 +603,6 @@ impl RunAccess for View {
     }
 
     fn step_result(&self, step: &str) -> Option<Value> {
-        self.0.steps.get(step).cloned()
+        self.0.steps.get(step).map(|v| Value::clone(v))
     }
 }

@@ -52,8 +52,8 @@ pub struct Invoke {
 pub struct StepsView {
     /// The input of the step's own workflow file.
     pub init: Arc<Value>,
-    /// Outputs of succeeded entries, by id and by path.
-    pub steps: IndexMap<String, Value>,
+    /// Outputs of succeeded entries, by id and by path, shared with the run's state.
+    pub steps: IndexMap<String, Arc<Value>>,
 }
 
 /// The kinds of tracking events (WORKFLOW-FORMAT.md §4).

@@ -2,6 +2,7 @@
 //! read and change ([`Cx`]): files, results, records, tokens and the commands it emits.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
@@ -57,7 +58,7 @@ pub(crate) struct Cx<'a> {
     /// File instances by key.
     pub(crate) files: &'a mut BTreeMap<String, FileState>,
     /// Visible outputs by scope key.
-    pub(crate) results: &'a mut BTreeMap<String, IndexMap<String, Value>>,
+    pub(crate) results: &'a mut BTreeMap<String, IndexMap<String, Arc<Value>>>,
     /// Records by path.
     pub(crate) records: &'a mut IndexMap<String, StepRecord>,
     /// The next invocation or timer token.
@@ -115,13 +116,13 @@ impl Cx<'_> {
             .and_then(|f| f.bailed.clone())
     }
 
-    /// Outputs visible from `frame`, outer scopes first so inner ones win.
-    pub(crate) fn visible_steps(&self, frame: &Frame) -> IndexMap<String, Value> {
+    /// Outputs visible from `frame`, outer scopes first so inner ones win; shared, not copied.
+    pub(crate) fn visible_steps(&self, frame: &Frame) -> IndexMap<String, Arc<Value>> {
         let mut steps = IndexMap::new();
         for scope in frame.scopes.iter().rev() {
             if let Some(map) = self.results.get(scope) {
                 for (k, v) in map {
-                    steps.insert(k.clone(), v.clone());
+                    steps.insert(k.clone(), Arc::clone(v));
                 }
             }
         }
@@ -131,7 +132,11 @@ impl Cx<'_> {
     /// The object expressions see (WORKFLOW-FORMAT.md §1).
     pub(crate) fn expr_input(&self, frame: &Frame, input: &Value) -> Value {
         let file = self.file_state(frame);
-        let steps: Map<String, Value> = self.visible_steps(frame).into_iter().collect();
+        let steps: Map<String, Value> = self
+            .visible_steps(frame)
+            .into_iter()
+            .map(|(k, v)| (k, Value::clone(&v)))
+            .collect();
         json!({
             "input": input,
             "state": file.state,
@@ -143,9 +148,10 @@ impl Cx<'_> {
     /// Makes an output visible to `.steps` by id and by path (S8).
     pub(crate) fn register(&mut self, frame: &Frame, entry: &EntryDef, value: &Value) {
         let scope = self.results.entry(frame.scopes[0].clone()).or_default();
-        scope.insert(entry.id.clone(), value.clone());
+        let value = Arc::new(value.clone());
+        scope.insert(entry.id.clone(), Arc::clone(&value));
         if entry.path != entry.id {
-            scope.insert(entry.path.clone(), value.clone());
+            scope.insert(entry.path.clone(), value);
         }
     }
 

@@ -120,7 +120,7 @@ pub struct RunState {
     /// File instances by key (`""` for the top level, else the `workflow:` entry's path).
     pub files: BTreeMap<String, FileState>,
     /// Outputs visible to `.steps` and `run.step-result`, by scope key (S8, S9).
-    pub results: BTreeMap<String, IndexMap<String, Value>>,
+    pub results: BTreeMap<String, IndexMap<String, Arc<Value>>>,
     /// Records by path, in the order entries started.
     pub records: IndexMap<String, StepRecord>,
     /// The next invocation or timer token.
