@@ -25,6 +25,8 @@ pub struct SledStore {
     dir: PathBuf,
     /// Bytes that may still be written before [`SledStore::room`] looks at the disk again.
     unchecked: AtomicU64,
+    /// The database file sled writes its log to, for [`Store::sync`]'s fdatasync.
+    file: std::fs::File,
     /// Declared last, so it is dropped after the database handles: see [`Released`].
     _released: Released,
 }
@@ -258,12 +260,16 @@ impl SledStore {
         })?;
         // sled creates its files with the umask's mode.
         crate::home::restrict_tree(dir).map_err(private)?;
+        let file = std::fs::File::open(dir.join("db")).map_err(|e| {
+            StoreError::Backend(format!("cannot open {}: {e}", dir.join("db").display()))
+        })?;
         Ok(SledStore {
             db,
             data,
             blobs,
             dir: dir.to_path_buf(),
             unchecked: AtomicU64::new(0),
+            file,
             _released: Released {
                 lock_file: dir.join("db"),
             },
@@ -386,7 +392,17 @@ impl Store for SledStore {
     }
 
     fn sync(&self) -> Result<(), StoreError> {
-        self.db.flush().map(|_| ()).map_err(|e| self.failed(e))
+        self.db.flush().map_err(|e| self.failed(e))?;
+        // sled makes its log writes stable with `sync_file_range`, which leaves them in the
+        // disk's write cache (its own fsync comes from a background thread, up to half a
+        // second later): a power cut could lose what was acknowledged. An fdatasync of the
+        // database file, on any descriptor of it, flushes them to the medium.
+        self.file.sync_data().map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot sync the database file in {}: {e}",
+                self.dir.display()
+            ))
+        })
     }
 
     fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
