@@ -84,7 +84,7 @@ impl Executors {
         RunExecutors {
             executors: self.clone(),
             graph,
-            sandboxes: Mutex::new(HashMap::new()),
+            plugins: Mutex::new(HashMap::new()),
         }
     }
 
@@ -102,12 +102,13 @@ impl Executors {
     }
 }
 
-/// The executors of one run's steps, by what its graph names; keeps each plugin's parsed
-/// sandbox.
+/// The executors of one run's steps, by what its graph names; keeps each plugin key's
+/// executor once resolved, so later steps of the run neither parse its sandbox nor look up
+/// its plugin again.
 pub struct RunExecutors {
     executors: Executors,
     graph: Arc<Graph>,
-    sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
+    plugins: Mutex<HashMap<String, Arc<dyn StepExecutor>>>,
 }
 
 impl RunExecutors {
@@ -128,30 +129,28 @@ impl RunExecutors {
                     })
             }
             (_, Some(plugin)) => {
-                let sandbox = self.sandbox(key, plugin)?;
+                if let Some(executor) = lock(&self.plugins).get(key) {
+                    return Ok(executor.clone());
+                }
+                let sandbox = Arc::new(sandbox(key, plugin)?);
                 let plugin = self.executors.plugin(&plugin.digest).await?;
-                Ok(Arc::new(PluginStep::new(plugin, sandbox)))
+                let executor: Arc<dyn StepExecutor> = Arc::new(PluginStep::new(plugin, sandbox));
+                lock(&self.plugins).insert(key.to_owned(), executor.clone());
+                Ok(executor)
             }
             (_, None) => Err(Unresolved::NotInWorkflow {
                 key: key.to_owned(),
             }),
         }
     }
+}
 
-    fn sandbox(&self, key: &str, plugin: &PluginRef) -> Result<Arc<Sandbox>, Unresolved> {
-        let mut sandboxes = lock(&self.sandboxes);
-        if let Some(s) = sandboxes.get(key) {
-            return Ok(s.clone());
-        }
-        let sandbox: Sandbox =
-            serde_json::from_value(plugin.sandbox.clone()).map_err(|e| Unresolved::Sandbox {
-                key: key.to_owned(),
-                message: e.to_string(),
-            })?;
-        let sandbox = Arc::new(sandbox);
-        sandboxes.insert(key.to_owned(), sandbox.clone());
-        Ok(sandbox)
-    }
+/// The sandbox the graph gives plugin key `key`.
+fn sandbox(key: &str, plugin: &PluginRef) -> Result<Sandbox, Unresolved> {
+    serde_json::from_value(plugin.sandbox.clone()).map_err(|e| Unresolved::Sandbox {
+        key: key.to_owned(),
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]

@@ -25,37 +25,31 @@ pub struct SledStore {
     dir: PathBuf,
     /// Bytes that may still be written before [`SledStore::room`] looks at the disk again.
     unchecked: AtomicU64,
-    /// The database file sled writes its log to, for [`Store::sync`]'s fdatasync.
-    file: std::fs::File,
-    /// Declared last, so it is dropped after the database handles: see [`Released`].
-    _released: Released,
+    /// The database file; declared last, so it is dropped after the database handles.
+    db_file: DbFile,
 }
 
-/// Waits, when a store is dropped, until sled has let go of the database's file lock.
+/// The database file sled writes its log to and locks (`<home>/db/db`), on a descriptor of
+/// its own: [`Store::sync`] fdatasyncs it, and dropping it waits until sled has let go of the
+/// file's lock.
 ///
 /// sled's background threads (a log write, the snapshot it writes on opening) hold the
 /// database for a moment after its last handle is dropped; a store opened on the same home in
-/// that moment would find it held. With this guard, a dropped store's home can be opened again
+/// that moment would find it held. With this wait, a dropped store's home can be opened again
 /// at once, by this process or another.
-struct Released {
-    /// The database's lock file (`<home>/db/db`).
-    lock_file: PathBuf,
-}
+struct DbFile(std::fs::File);
 
 /// How long a dropped store waits for sled's threads to let go of its database.
 const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-impl Drop for Released {
+impl Drop for DbFile {
     fn drop(&mut self) {
-        let Ok(file) = std::fs::File::open(&self.lock_file) else {
-            return;
-        };
         let deadline = std::time::Instant::now() + RELEASE_WAIT;
         // sled's threads end on their own; nothing signals it, so look every millisecond.
-        while file.try_lock().is_err() && std::time::Instant::now() < deadline {
+        while self.0.try_lock().is_err() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        // Dropping `file` releases the lock it may have taken.
+        // Closing the descriptor releases the lock it may have taken.
     }
 }
 
@@ -269,10 +263,7 @@ impl SledStore {
             blobs,
             dir: dir.to_path_buf(),
             unchecked: AtomicU64::new(0),
-            file,
-            _released: Released {
-                lock_file: dir.join("db"),
-            },
+            db_file: DbFile(file),
         })
     }
 
@@ -397,7 +388,7 @@ impl Store for SledStore {
         // disk's write cache (its own fsync comes from a background thread, up to half a
         // second later): a power cut could lose what was acknowledged. An fdatasync of the
         // database file, on any descriptor of it, flushes them to the medium.
-        self.file.sync_data().map_err(|e| {
+        self.db_file.0.sync_data().map_err(|e| {
             StoreError::Backend(format!(
                 "cannot sync the database file in {}: {e}",
                 self.dir.display()
