@@ -272,7 +272,7 @@ fn edited(bytes: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
 /// `garbled` (snapshot that is not JSON), `newgraph` (graph of a newer format) and `orphan`
 /// (running, no process drives it, first state of a newer format). `good` stays as it is.
 fn spoil(home: &std::path::Path) {
-    use weft::store::{NewRun, SledStore, Store};
+    use weft::store::{SledStore, Store};
     let store = SledStore::open(home, 8).expect("open the store");
     let snapshot = |run: &str| store.snapshot(run).expect("read").expect("a snapshot");
     let newer = edited(&snapshot("newer"), |v| v["state"]["format"] = json!(7));
@@ -285,30 +285,53 @@ fn spoil(home: &std::path::Path) {
         .put_snapshot("garbled", b"{\"covers\": [")
         .expect("write");
 
-    let definition = store.definition("good").expect("read").expect("graph");
-    let base = store.base("good").expect("read").expect("base");
-    let mut summary = store.summary("good").expect("read").expect("summary");
     for (run, graph_format, state_format, status) in [
         ("newgraph", 7, 1, RunStatus::Suspended),
         ("orphan", 1, 7, RunStatus::Running),
     ] {
-        summary.run_id = run.into();
-        summary.status = status;
-        let definition = edited(&definition, |v| v["format"] = json!(graph_format));
-        let base = edited(&base, |v| {
-            v["run_id"] = json!(run);
-            v["format"] = json!(state_format);
-        });
-        store
-            .create_run(NewRun {
-                summary: &summary,
-                definition: &definition,
-                plugins: &[],
-                base: &base,
-            })
-            .expect("create");
+        plant_copy(
+            &store,
+            "good",
+            run,
+            status,
+            |graph| graph["format"] = json!(graph_format),
+            |state| state["format"] = json!(state_format),
+        );
     }
     store.sync().expect("sync");
+}
+
+/// Stores a copy of run `good` as run `run` with status `status`, through the store's own
+/// interface: its stored graph changed by `graph`, its first state (given `run` as its id)
+/// by `state`.
+fn plant_copy(
+    store: &weft::store::SledStore,
+    good: &str,
+    run: &str,
+    status: RunStatus,
+    graph: impl FnOnce(&mut Value),
+    state: impl FnOnce(&mut Value),
+) {
+    use weft::store::{NewRun, Store};
+    let definition = edited(
+        &store.definition(good).expect("read").expect("graph"),
+        graph,
+    );
+    let base = edited(&store.base(good).expect("read").expect("base"), |v| {
+        v["run_id"] = json!(run);
+        state(v);
+    });
+    let mut summary = store.summary(good).expect("read").expect("summary");
+    summary.run_id = run.into();
+    summary.status = status;
+    store
+        .create_run(NewRun {
+            summary: &summary,
+            definition: &definition,
+            plugins: &[],
+            base: &base,
+        })
+        .expect("create");
 }
 
 #[tokio::test]
@@ -478,23 +501,9 @@ steps:
 /// Stores `orphan`, a copy of run `good` as it was first stored (pending), as if the process
 /// that stored it died before driving it (S114).
 fn orphan_of(home: &std::path::Path, good: &str, orphan: &str) {
-    use weft::store::{NewRun, SledStore, Store};
+    use weft::store::{SledStore, Store};
     let store = SledStore::open(home, 8).expect("open the store");
-    let definition = store.definition(good).expect("read").expect("graph");
-    let base = edited(&store.base(good).expect("read").expect("base"), |v| {
-        v["run_id"] = json!(orphan)
-    });
-    let mut summary = store.summary(good).expect("read").expect("summary");
-    summary.run_id = orphan.into();
-    summary.status = RunStatus::Pending;
-    store
-        .create_run(NewRun {
-            summary: &summary,
-            definition: &definition,
-            plugins: &[],
-            base: &base,
-        })
-        .expect("create");
+    plant_copy(&store, good, orphan, RunStatus::Pending, |_| {}, |_| {});
     store.sync().expect("sync");
 }
 

@@ -26,7 +26,7 @@ use weft::engine::expr::{Expr, ExprError, MAX_VALUE_DEPTH};
 use weft::engine::invocation::StepOutcome;
 use weft::engine::{EventKind, RunStatus};
 use weft::native::{NativeCall, NativeStep};
-use weft::workflow::{MAX_ENTRIES, WorkflowError};
+use weft::workflow::{LoadedWorkflow, MAX_ENTRIES, WorkflowError};
 
 use crate::common::{config, plugin_paths};
 use crate::rules::req;
@@ -553,6 +553,30 @@ fn graph_limit(seed_graph: usize, text_bytes: usize) -> usize {
     seed_graph + 16 * text_bytes + 16 * 250_000
 }
 
+/// A file of `text_len` bytes either loaded into a bounded graph (at most [`MAX_ENTRIES`]
+/// entries, at most `limit` bytes serialized) or was refused in words.
+fn check_loaded(
+    loaded: Result<LoadedWorkflow, WorkflowError>,
+    text_len: usize,
+    limit: usize,
+) -> Result<(), TestCaseError> {
+    match loaded {
+        Ok(w) => {
+            prop_assert!(w.graph.entries.len() <= MAX_ENTRIES);
+            let (_, bytes) = w
+                .shared()
+                .map_err(|e| TestCaseError::fail(format!("the graph serializes: {e}")))?;
+            prop_assert!(
+                bytes.len() <= limit,
+                "the graph is {} bytes for a file of {text_len} (at most {limit})",
+                bytes.len()
+            );
+        }
+        Err(e) => check_refusal(&e)?,
+    }
+    Ok(())
+}
+
 /// Checks one refusal of the loader: one short line, in words, with a fix.
 fn check_refusal(e: &WorkflowError) -> Result<(), TestCaseError> {
     prop_assert!(
@@ -598,23 +622,11 @@ fn mutated_workflow_files_never_panic_hang_or_grow_the_loader() {
         let (path, text) = &seeds[which];
         let text = mutations.iter().fold(text.clone(), |t, m| apply(&t, m));
         let loaded = tokio.block_on(rt.load_workflow_text(&path.display().to_string(), &text));
-        match loaded {
-            Ok(w) => {
-                prop_assert!(w.graph.entries.len() <= MAX_ENTRIES);
-                let (_, bytes) = w
-                    .shared()
-                    .map_err(|e| TestCaseError::fail(format!("the graph serializes: {e}")))?;
-                let limit = graph_limit(seed_graphs[which], text.len());
-                prop_assert!(
-                    bytes.len() <= limit,
-                    "the graph is {} bytes for a file of {} (at most {limit})",
-                    bytes.len(),
-                    text.len()
-                );
-            }
-            Err(e) => check_refusal(&e)?,
-        }
-        Ok(())
+        check_loaded(
+            loaded,
+            text.len(),
+            graph_limit(seed_graphs[which], text.len()),
+        )
     });
     drop(watchdog);
     verdict("the workflow loader", seed, result);
@@ -1163,23 +1175,7 @@ fn generated_workflow_files_never_panic_hang_or_grow_the_loader() {
         watchdog.case(&file);
         let text = render(&file);
         let loaded = tokio.block_on(rt.load_workflow_text(&path.display().to_string(), &text));
-        match loaded {
-            Ok(w) => {
-                prop_assert!(w.graph.entries.len() <= MAX_ENTRIES);
-                let (_, bytes) = w
-                    .shared()
-                    .map_err(|e| TestCaseError::fail(format!("the graph serializes: {e}")))?;
-                let limit = graph_limit(base, text.len());
-                prop_assert!(
-                    bytes.len() <= limit,
-                    "the graph is {} bytes for a file of {} (at most {limit})",
-                    bytes.len(),
-                    text.len()
-                );
-            }
-            Err(e) => check_refusal(&e)?,
-        }
-        Ok(())
+        check_loaded(loaded, text.len(), graph_limit(base, text.len()))
     });
     drop(watchdog);
     verdict("generated workflow files", seed, result);
