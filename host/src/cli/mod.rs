@@ -247,6 +247,11 @@ pub async fn main(cli: Cli) -> i32 {
                 if let Some(server) = server {
                     server.finish(&mut out).await;
                 }
+                // The process exits without dropping the store (tasks still hold it): leave
+                // nothing for the next one to replay.
+                if let Err(e) = rt.checkpoint().await {
+                    tracing::warn!("{e}; the next weft command replays it");
+                }
                 return code;
             }
             Err(open_err) => {

@@ -316,6 +316,17 @@ impl Runtime {
             })
     }
 
+    /// Moves what the store keeps in its log into its long-term place (sled), so that a
+    /// process ending now leaves nothing to replay; a dropped runtime does the same once the
+    /// last of its runs lets go of the store. Runs go on meanwhile.
+    pub async fn checkpoint(&self) -> Result<(), RuntimeError> {
+        let store = self.inner.store.clone();
+        tokio::task::spawn_blocking(move || store.checkpoint())
+            .await
+            .map_err(|e| StoreError::Backend(e.to_string()))?
+            .map_err(|e| self.write_failed(e))
+    }
+
     /// The home directory.
     pub fn home(&self) -> &Path {
         &self.inner.home

@@ -47,6 +47,16 @@ pub fn parse_record_key(prefix: &[u8], k: &[u8]) -> Option<RecordKey> {
     Some((seq, sub))
 }
 
+/// The run prefix and record key of `k` when it is a record's key.
+pub fn split_record_key(k: &[u8]) -> Option<(&[u8], RecordKey)> {
+    if k.first() != Some(&RECORD) {
+        return None;
+    }
+    let len = u32::from_be_bytes(k.get(1..5)?.try_into().ok()?) as usize;
+    let prefix = k.get(..5usize.checked_add(len)?)?;
+    Some((prefix, parse_record_key(prefix, k)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +74,18 @@ mod tests {
             assert_eq!(parse_record_key(&key(RECORD, other), &k), Some((7, 1)));
         }
         assert_ne!(key(SUMMARY, "a"), key(SUMMARY, "a\u{0}"));
+    }
+
+    #[test]
+    fn a_record_key_splits_into_its_run_prefix_and_key() {
+        let k = record_key("run-1", (5, 2));
+        assert_eq!(
+            split_record_key(&k),
+            Some((&key(RECORD, "run-1")[..], (5, 2)))
+        );
+        assert_eq!(split_record_key(&key(SUMMARY, "run-1")), None);
+        assert_eq!(split_record_key(&key(RECORD, "run-1")), None);
+        assert_eq!(split_record_key(&k[..k.len() - 1]), None);
     }
 
     #[test]

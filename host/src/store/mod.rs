@@ -5,10 +5,13 @@
 //! types.
 
 mod blobs;
+mod chunk;
 mod json;
 mod keys;
+mod pending;
 mod quiet_panic;
 mod sled_store;
+mod wal;
 
 use serde::{Deserialize, Serialize};
 
@@ -116,6 +119,12 @@ pub trait Store: Send + Sync + 'static {
     fn put_summary(&self, summary: &RunSummary) -> Result<(), StoreError>;
     /// Makes every write so far durable (fsync).
     fn sync(&self) -> Result<(), StoreError>;
+    /// Moves what the store keeps in a log into its long-term place, so that a process that
+    /// ends now leaves nothing to replay when the store opens again. A no-op for a backend
+    /// without such a log.
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// The latest snapshot.
     fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// The run's first state.

@@ -1,32 +1,84 @@
-//! The embedded default backend: one sled database in the home directory (`<home>/db`), with
-//! components and definitions as content-addressed files beside it (`<home>/blobs`).
+//! The embedded default backend: one sled database in the home directory (`<home>/db`), a
+//! write-ahead log in front of it (`<home>/wal`), and components and definitions as
+//! content-addressed files beside them (`<home>/blobs`).
 //!
-//! Every write is a single-key insert: sled's multi-key batches cost several thread wake-ups
-//! each, so a transition is one record holding all it needs.
+//! A write goes to the log and to a table of pending writes (`pending`), which reads consult
+//! before sled; [`Store::sync`] writes the log and fdatasyncs it, so a transition costs an
+//! append, not a B-tree insert and a flush of sled's log. A background thread checkpoints: it
+//! freezes the pending table, starts a new log segment, moves the frozen writes into sled in
+//! one batch (the records a run wrote meanwhile as one chunk, `chunk`), flushes sled and then
+//! removes the old segment. Opening replays whatever segments a process left.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use sled::{Db, Tree};
 
 use super::blobs::{Blobs, sha256_hex};
 use super::json::from_stored;
-use super::keys::{BASE, DEFINITION, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key, record_key};
+use super::keys::{
+    BASE, DEFINITION, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key, record_key,
+    split_record_key,
+};
+use super::pending::{Pending, Table};
 use super::quiet_panic::quietly;
-use super::{NewRun, RecordKey, RunSummary, Store, StoreError};
+use super::wal::{self, Segment};
+use super::{NewRun, RecordKey, RunSummary, Store, StoreError, chunk};
 
-/// Runs in a sled database, their components and definitions in blob files. One process may
-/// open it at a time.
+/// Runs in a sled database behind a write-ahead log, their components and definitions in blob
+/// files. One process may open it at a time.
 pub struct SledStore {
+    shared: Arc<Shared>,
+    /// The checkpoint thread, joined on drop.
+    checkpointer: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the store's callers and its checkpoint thread share.
+struct Shared {
     db: Db,
     data: Tree,
     blobs: Blobs,
     /// The database directory, for messages.
     dir: PathBuf,
-    /// Bytes that may still be written before [`SledStore::room`] looks at the disk again.
+    /// The log's directory.
+    wal_dir: PathBuf,
+    /// Writes sled does not hold yet.
+    pending: Pending,
+    /// The log segment being written.
+    segment: Mutex<Segment>,
+    /// Segments whose writes are frozen, removed once a checkpoint has them in sled.
+    retired: Mutex<Vec<Segment>>,
+    /// Wakes the checkpoint thread.
+    wake: Wake,
+    /// Bytes that may still be written before [`Shared::room`] looks at the disk again.
     unchecked: AtomicU64,
     /// The database file; declared last, so it is dropped after the database handles.
     db_file: DbFile,
+}
+
+/// Tells the checkpoint thread that a checkpoint is due or that it should stop.
+#[derive(Default)]
+struct Wake {
+    state: Mutex<WakeState>,
+    signal: Condvar,
+}
+
+#[derive(Default)]
+struct WakeState {
+    due: bool,
+    stop: bool,
+}
+
+/// Log bytes after which a checkpoint is due.
+const CHECKPOINT_BYTES: usize = 4 << 20;
+
+/// A checkpoint runs at least this often while anything is pending.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The database file sled writes its log to and locks (`<home>/db/db`), on a descriptor of
@@ -161,9 +213,14 @@ fn is_lock_held(io: &std::io::Error) -> bool {
 /// The key, in sled's default tree, of the store's format version.
 const FORMAT_KEY: &[u8] = b"weft-store-format";
 
-/// The format of the record tree this build reads and writes. Format 1 (no marker) put the id
-/// unprefixed in keys; format 2 length-prefixes it (`store::keys`).
-pub const STORE_FORMAT: u32 = 2;
+/// The format of the record tree this build writes. Format 1 (no marker) put the id
+/// unprefixed in keys; format 2 length-prefixes it (`store::keys`); format 3 may store several
+/// records of a run as one chunk (`store::chunk`). A format 2 database reads as format 3 and is
+/// marked 3 when opened, so a weft that reads only format 2 refuses it from then on.
+pub const STORE_FORMAT: u32 = 3;
+
+/// The format this build reads and upgrades to [`STORE_FORMAT`] when it opens a database.
+const UPGRADED_FORMAT: u32 = 2;
 
 /// The name of the tree that holds runs.
 const TREE: &str = "weft";
@@ -203,6 +260,11 @@ fn open_db(dir: &Path, cache_mib: u64, had_runs: bool) -> Result<(Db, Tree), Sto
         .map_err(failed)?;
     match format_of(&db, dir)? {
         Some(STORE_FORMAT) => {}
+        Some(UPGRADED_FORMAT) => {
+            db.insert(FORMAT_KEY, STORE_FORMAT.to_string().as_bytes())
+                .map_err(failed)?;
+            db.flush().map_err(failed)?;
+        }
         None if had_runs => {
             // sled reads some truncated files as an empty database.
             return Err(StoreError::Damaged {
@@ -232,7 +294,7 @@ fn open_db(dir: &Path, cache_mib: u64, had_runs: bool) -> Result<(Db, Tree), Sto
 
 impl SledStore {
     /// Opens (or creates) the store of the home directory `home`, with at most `cache_mib` of
-    /// page cache.
+    /// page cache; replays what the log holds beyond sled.
     pub fn open(home: &Path, cache_mib: u64) -> Result<Self, StoreError> {
         let dir = home.join("db");
         let dir = dir.as_path();
@@ -257,14 +319,256 @@ impl SledStore {
         let file = std::fs::File::open(dir.join("db")).map_err(|e| {
             StoreError::Backend(format!("cannot open {}: {e}", dir.join("db").display()))
         })?;
-        Ok(SledStore {
+        let db_file = DbFile(file);
+        let wal_dir = home.join("wal");
+        crate::home::create_dir(&wal_dir).map_err(|e| {
+            StoreError::Backend(format!("cannot create {}: {e}", wal_dir.display()))
+        })?;
+        let generation = replay(dir, &wal_dir, &db, &data, &db_file)?;
+        let segment = Segment::create(&wal_dir, generation + 1)?;
+        let shared = Arc::new(Shared {
             db,
             data,
             blobs,
             dir: dir.to_path_buf(),
+            wal_dir,
+            pending: Pending::new(CHECKPOINT_BYTES),
+            segment: Mutex::new(segment),
+            retired: Mutex::default(),
+            wake: Wake::default(),
             unchecked: AtomicU64::new(0),
-            db_file: DbFile(file),
+            db_file,
+        });
+        let worker = shared.clone();
+        let checkpointer = std::thread::Builder::new()
+            .name("weft-checkpoint".into())
+            .spawn(move || worker.checkpoints())
+            .map_err(|e| StoreError::Backend(format!("cannot start a thread: {e}")))?;
+        Ok(SledStore {
+            shared,
+            checkpointer: Some(checkpointer),
         })
+    }
+}
+
+impl Drop for SledStore {
+    fn drop(&mut self) {
+        {
+            let mut wake = lock(&self.shared.wake.state);
+            wake.stop = true;
+            self.shared.wake.signal.notify_all();
+        }
+        if let Some(thread) = self.checkpointer.take() {
+            let _ = thread.join();
+        }
+        // A store closed cleanly leaves everything in sled and no log to replay.
+        match self.checkpoint() {
+            Ok(()) => {
+                let segment = lock(&self.shared.segment);
+                if segment.is_empty() {
+                    let _ = std::fs::remove_file(segment.path());
+                }
+            }
+            Err(e) => tracing::warn!(
+                "the last checkpoint of {} failed ({e}); its log is replayed when it opens again",
+                self.shared.dir.display()
+            ),
+        }
+    }
+}
+
+/// Moves what the log segments in `wal_dir` hold into sled, flushes it and removes them;
+/// returns the last segment's generation (0 when there was none).
+fn replay(
+    dir: &Path,
+    wal_dir: &Path,
+    db: &Db,
+    data: &Tree,
+    db_file: &DbFile,
+) -> Result<u64, StoreError> {
+    let segments = wal::segments(wal_dir)?;
+    let Some((last, _)) = segments.last() else {
+        return Ok(0);
+    };
+    let last = *last;
+    let mut table = Table::new();
+    for (generation, path) in &segments {
+        let bytes = std::fs::read(path)
+            .map_err(|e| StoreError::Backend(format!("cannot read {}: {e}", path.display())))?;
+        let (entries, len) = wal::decode(&bytes);
+        // Only the segment being written when a process died may end in a torn entry: the
+        // others were synced whole before the next one started.
+        if len < bytes.len() && *generation != last {
+            return Err(StoreError::Damaged {
+                home: home_of(dir),
+                dir: wal_dir.display().to_string(),
+                detail: format!(
+                    "its log segment {} is damaged at byte {len} of {}",
+                    path.display(),
+                    bytes.len()
+                ),
+            });
+        }
+        table.extend(entries);
+    }
+    let failed = |e| sled_error(dir, e);
+    write_table(data, &table).map_err(failed)?;
+    db.flush().map_err(failed)?;
+    db_file.sync(dir)?;
+    for (_, path) in &segments {
+        std::fs::remove_file(path)
+            .map_err(|e| StoreError::Backend(format!("cannot remove {}: {e}", path.display())))?;
+    }
+    wal::sync_dir(wal_dir)?;
+    Ok(last)
+}
+
+/// Writes `table` into sled, each run's consecutive records as one chunk. One insert at a
+/// time, not one batch: a batch holds sled's tree lock for all of its inserts, stalling every
+/// read meanwhile, and nothing needs the writes to land together (a checkpoint cut short is
+/// replayed from the log, whole).
+fn write_table(data: &Tree, table: &Table) -> sled::Result<()> {
+    let mut batch = Vec::new();
+    // The run prefix, the first record's key and the records of the chunk being gathered.
+    let mut gathering: Option<Gathering<'_>> = None;
+    type Gathering<'a> = (&'a [u8], &'a [u8], Vec<(RecordKey, &'a [u8])>, usize);
+    fn put_chunk<'a>(batch: &mut Vec<(&'a [u8], Vec<u8>)>, g: Option<Gathering<'a>>) {
+        if let Some((_, first, records, _)) = g {
+            batch.push((first, chunk::encode(&records)));
+        }
+    }
+    for (k, v) in table {
+        match split_record_key(k) {
+            Some((prefix, at)) => {
+                let joins = gathering.as_ref().is_some_and(|(p, _, _, size)| {
+                    *p == prefix && size + v.len() <= chunk::MAX_CHUNK
+                });
+                if !joins {
+                    put_chunk(&mut batch, gathering.take());
+                }
+                let g = gathering.get_or_insert_with(|| (prefix, k, Vec::new(), 0));
+                g.2.push((at, v));
+                g.3 += v.len();
+            }
+            None => {
+                put_chunk(&mut batch, gathering.take());
+                batch.push((k.as_slice(), v.clone()));
+            }
+        }
+    }
+    put_chunk(&mut batch, gathering.take());
+    for (k, v) in batch {
+        data.insert(k, v)?;
+    }
+    Ok(())
+}
+
+impl DbFile {
+    /// Makes sled's flushed log durable: sled makes its log writes stable with
+    /// `sync_file_range`, which leaves them in the disk's write cache (its own fsync comes
+    /// from a background thread, up to half a second later). An fdatasync of the database
+    /// file, on any descriptor of it, flushes them to the medium.
+    fn sync(&self, dir: &Path) -> Result<(), StoreError> {
+        self.0.sync_data().map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot sync the database file in {}: {e}",
+                dir.display()
+            ))
+        })
+    }
+}
+
+impl Shared {
+    /// The checkpoint thread: a checkpoint whenever one is due, and at least every
+    /// [`CHECKPOINT_EVERY`], until the store is dropped.
+    fn checkpoints(&self) {
+        loop {
+            {
+                let mut wake = lock(&self.wake.state);
+                if !wake.due && !wake.stop {
+                    wake = self
+                        .wake
+                        .signal
+                        .wait_timeout(wake, CHECKPOINT_EVERY)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                if wake.stop {
+                    return;
+                }
+                wake.due = false;
+            }
+            if let Err(e) = self.checkpoint() {
+                tracing::warn!(
+                    "a checkpoint of {} failed ({e}); it is tried again",
+                    self.dir.display()
+                );
+            }
+        }
+    }
+
+    /// Moves the pending writes into sled: freezes them and starts a new log segment (unless a
+    /// frozen table is left from a checkpoint that failed), writes them in one batch, flushes
+    /// sled, and removes the segments that held them.
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        let rotated = self.rotate();
+        let Some(table) = self.pending.frozen() else {
+            return rotated;
+        };
+        let size: usize = table.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.room(size)?;
+        write_table(&self.data, &table).map_err(|e| self.failed(e))?;
+        self.db.flush().map_err(|e| self.failed(e))?;
+        self.db_file.sync(&self.dir)?;
+        // sled holds them now: reads find them there.
+        self.pending.thaw();
+        let retired = std::mem::take(&mut *lock(&self.retired));
+        if !retired.is_empty() {
+            for segment in retired {
+                segment.remove()?;
+            }
+            wal::sync_dir(&self.wal_dir)?;
+        }
+        rotated
+    }
+
+    /// Freezes the pending writes and moves on to a new log segment once the current one holds
+    /// all of them, durably.
+    fn rotate(&self) -> Result<(), StoreError> {
+        let mut segment = lock(&self.segment);
+        let Some((_, unwritten)) = self.pending.freeze() else {
+            return Ok(());
+        };
+        if let Err(e) = segment.write(&unwritten).and_then(|()| segment.sync()) {
+            // The next sync writes them; the frozen writes stay in this segment.
+            self.pending.restore_unwritten(unwritten);
+            return Err(e);
+        }
+        let next = Segment::create(&self.wal_dir, segment.generation() + 1)?;
+        let old = std::mem::replace(&mut *segment, next);
+        lock(&self.retired).push(old);
+        Ok(())
+    }
+
+    /// Logs `writes` together; they are durable after the next [`Store::sync`].
+    fn put(&self, writes: &[(Vec<u8>, &[u8])]) -> Result<(), StoreError> {
+        if self.pending.put(writes)? {
+            lock(&self.wake.state).due = true;
+            self.wake.signal.notify_one();
+        }
+        Ok(())
+    }
+
+    /// The latest value of `k`: pending, or in sled.
+    fn get_key(&self, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(v) = self.pending.get(k) {
+            return Ok(Some(v));
+        }
+        Ok(self
+            .data
+            .get(k)
+            .map_err(|e| self.failed(e))?
+            .map(|v| v.to_vec()))
     }
 
     /// Refuses a write of `bytes` unless the disk holding the database has room for it and
@@ -318,154 +622,90 @@ impl SledStore {
     }
 
     fn get(&self, kind: u8, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self
-            .data
-            .get(key(kind, id))
-            .map_err(|e| self.failed(e))?
-            .map(|v| v.to_vec()))
-    }
-}
-
-impl Store for SledStore {
-    fn create_run(&self, run: NewRun<'_>) -> Result<(), StoreError> {
-        let id = &run.summary.run_id;
-        if self
-            .data
-            .contains_key(key(SUMMARY, id))
-            .map_err(|e| self.failed(e))?
-        {
-            return Err(StoreError::RunExists(id.clone()));
-        }
-        let plugins: usize = run.plugins.iter().map(|(_, bytes)| bytes.len()).sum();
-        self.room(plugins + run.definition.len() + run.base.len())?;
-        // Blobs first: they are synced before anything names them.
-        for (digest, bytes) in run.plugins {
-            self.blobs.put(digest, bytes)?;
-        }
-        let definition = sha256_hex(run.definition);
-        self.blobs.put(&definition, run.definition)?;
-        self.data
-            .insert(key(DEFINITION, id), definition.as_bytes())
-            .map_err(|e| self.failed(e))?;
-        self.data
-            .insert(key(BASE, id), run.base)
-            .map_err(|e| self.failed(e))?;
-        // Last: the summary is what makes the run exist.
-        self.data
-            .insert(key(SUMMARY, id), Self::summary_bytes(run.summary)?)
-            .map_err(|e| self.failed(e))?;
-        Ok(())
+        self.get_key(&key(kind, id))
     }
 
-    fn append(&self, run_id: &str, at: RecordKey, record: &[u8]) -> Result<(), StoreError> {
-        self.room(record.len())?;
-        self.data
-            .insert(record_key(run_id, at), record)
-            .map_err(|e| self.failed(e))?;
-        Ok(())
-    }
-
-    fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError> {
-        self.room(snapshot.len())?;
-        self.data
-            .insert(key(SNAPSHOT, run_id), snapshot)
-            .map_err(|e| self.failed(e))?;
-        Ok(())
-    }
-
-    fn put_summary(&self, summary: &RunSummary) -> Result<(), StoreError> {
-        let bytes = Self::summary_bytes(summary)?;
-        self.room(bytes.len())?;
-        self.data
-            .insert(key(SUMMARY, &summary.run_id), Self::summary_bytes(summary)?)
-            .map_err(|e| self.failed(e))?;
-        Ok(())
-    }
-
-    fn sync(&self) -> Result<(), StoreError> {
-        self.db.flush().map_err(|e| self.failed(e))?;
-        // sled makes its log writes stable with `sync_file_range`, which leaves them in the
-        // disk's write cache (its own fsync comes from a background thread, up to half a
-        // second later): a power cut could lose what was acknowledged. An fdatasync of the
-        // database file, on any descriptor of it, flushes them to the medium.
-        self.db_file.0.sync_data().map_err(|e| {
-            StoreError::Backend(format!(
-                "cannot sync the database file in {}: {e}",
-                self.dir.display()
-            ))
-        })
-    }
-
-    fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get(SNAPSHOT, run_id)
-    }
-
-    fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get(BASE, run_id)
-    }
-
-    fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let Some(digest) = self.get(DEFINITION, run_id)? else {
-            return Ok(None);
-        };
-        let digest = String::from_utf8_lossy(&digest);
-        match self.blobs.get(&digest)? {
-            Some(bytes) => Ok(Some(bytes)),
-            None => Err(StoreError::Corrupt {
-                key: format!("definition of {run_id}"),
-                message: format!("its blob {digest} is missing from the home's blobs/sha256"),
-            }),
-        }
-    }
-
-    fn plugin(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.blobs.get(digest)
-    }
-
+    /// A run's records from `from` on: those in sled (a chunk that starts before `from` may
+    /// hold some) and the pending ones.
     fn records(
         &self,
         run_id: &str,
         from: RecordKey,
     ) -> Result<Vec<(RecordKey, Vec<u8>)>, StoreError> {
         let prefix = key(RECORD, run_id);
-        let mut out = Vec::new();
-        for kv in self.data.range(record_key(run_id, from)..) {
+        let start = record_key(run_id, from);
+        let mut out = std::collections::BTreeMap::new();
+        let mut add = |k: &[u8], v: &[u8]| -> Result<(), StoreError> {
+            for (at, bytes) in self.stored_records(&prefix, k, v)? {
+                if at >= from {
+                    out.insert(at, bytes);
+                }
+            }
+            Ok(())
+        };
+        if let Some(kv) = self
+            .data
+            .range(prefix.as_slice()..start.as_slice())
+            .next_back()
+        {
+            let (k, v) = kv.map_err(|e| self.failed(e))?;
+            add(&k, &v)?;
+        }
+        for kv in self.data.range(start.as_slice()..) {
             let (k, v) = kv.map_err(|e| self.failed(e))?;
             if !k.starts_with(&prefix) {
                 break;
             }
-            if let Some(at) = parse_record_key(&prefix, &k) {
-                out.push((at, v.to_vec()));
-            }
+            add(&k, &v)?;
         }
-        Ok(out)
+        for (k, v) in self.pending.range(&prefix, &start) {
+            add(&k, &v)?;
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// The records of the value stored under `k`, a key under the run's record `prefix`.
+    fn stored_records(
+        &self,
+        prefix: &[u8],
+        k: &[u8],
+        v: &[u8],
+    ) -> Result<Vec<(RecordKey, Vec<u8>)>, StoreError> {
+        let corrupt = |message: &str| StoreError::Corrupt {
+            key: String::from_utf8_lossy(k).into_owned(),
+            message: message.into(),
+        };
+        let at = parse_record_key(prefix, k).ok_or_else(|| corrupt("not a record key"))?;
+        chunk::decode(at, v).ok_or_else(|| corrupt("a chunk of records that does not read back"))
     }
 
     fn last_record(&self, run_id: &str) -> Result<Option<RecordKey>, StoreError> {
         let prefix = key(RECORD, run_id);
-        match self.data.scan_prefix(&prefix).next_back() {
-            None => Ok(None),
+        let pending = self
+            .pending
+            .last_key(&prefix)
+            .and_then(|k| parse_record_key(&prefix, &k));
+        let stored = match self.data.scan_prefix(&prefix).next_back() {
+            None => None,
             Some(kv) => {
-                let (k, _) = kv.map_err(|e| self.failed(e))?;
-                Ok(parse_record_key(&prefix, &k))
+                let (k, v) = kv.map_err(|e| self.failed(e))?;
+                self.stored_records(&prefix, &k, &v)?
+                    .last()
+                    .map(|(at, _)| *at)
             }
-        }
-    }
-
-    fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError> {
-        match self.get(SUMMARY, run_id)? {
-            None => Ok(None),
-            Some(v) => from_stored(&v).map(Some).map_err(|e| StoreError::Corrupt {
-                key: format!("summary of {run_id}"),
-                message: e.to_string(),
-            }),
-        }
+        };
+        Ok(pending.max(stored))
     }
 
     fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        let mut out = Vec::new();
+        let mut summaries = Table::new();
         for kv in self.data.scan_prefix([SUMMARY]) {
             let (k, v) = kv.map_err(|e| self.failed(e))?;
+            summaries.insert(k.to_vec(), v.to_vec());
+        }
+        summaries.extend(self.pending.range(&[SUMMARY], &[SUMMARY]));
+        let mut out = Vec::new();
+        for (k, v) in summaries {
             let s: RunSummary = from_stored(&v).map_err(|e| StoreError::Corrupt {
                 key: String::from_utf8_lossy(&k).into_owned(),
                 message: e.to_string(),
@@ -478,5 +718,240 @@ impl Store for SledStore {
                 .then(b.run_id.cmp(&a.run_id))
         });
         Ok(out)
+    }
+}
+
+impl Store for SledStore {
+    fn create_run(&self, run: NewRun<'_>) -> Result<(), StoreError> {
+        let s = &self.shared;
+        let id = &run.summary.run_id;
+        if s.get(SUMMARY, id)?.is_some() {
+            return Err(StoreError::RunExists(id.clone()));
+        }
+        let plugins: usize = run.plugins.iter().map(|(_, bytes)| bytes.len()).sum();
+        s.room(plugins + run.definition.len() + run.base.len())?;
+        // Blobs first: they are synced before anything names them.
+        for (digest, bytes) in run.plugins {
+            s.blobs.put(digest, bytes)?;
+        }
+        let definition = sha256_hex(run.definition);
+        s.blobs.put(&definition, run.definition)?;
+        let summary = Shared::summary_bytes(run.summary)?;
+        // The summary is what makes the run exist: logged with the rest, after it.
+        s.put(&[
+            (key(DEFINITION, id), definition.as_bytes()),
+            (key(BASE, id), run.base),
+            (key(SUMMARY, id), &summary),
+        ])
+    }
+
+    fn append(&self, run_id: &str, at: RecordKey, record: &[u8]) -> Result<(), StoreError> {
+        self.shared.room(record.len())?;
+        self.shared.put(&[(record_key(run_id, at), record)])
+    }
+
+    fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError> {
+        self.shared.room(snapshot.len())?;
+        self.shared.put(&[(key(SNAPSHOT, run_id), snapshot)])
+    }
+
+    fn put_summary(&self, summary: &RunSummary) -> Result<(), StoreError> {
+        let bytes = Shared::summary_bytes(summary)?;
+        self.shared.room(bytes.len())?;
+        self.shared.put(&[(key(SUMMARY, &summary.run_id), &bytes)])
+    }
+
+    /// Writes the log entries made since the last sync and fdatasyncs the segment; the
+    /// fdatasync runs outside the segment's lock, so the next sync's write need not wait for it.
+    fn sync(&self) -> Result<(), StoreError> {
+        let s = &self.shared;
+        let point = {
+            let mut segment = lock(&s.segment);
+            let bytes = s.pending.take_unwritten();
+            if let Err(e) = segment.write(&bytes) {
+                s.pending.restore_unwritten(bytes);
+                return Err(e);
+            }
+            segment.sync_point()
+        };
+        point.sync()
+    }
+
+    /// Checkpoints until nothing is pending: a frozen table left by a failed checkpoint
+    /// first, then the writes since.
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        for _ in 0..2 {
+            if self.shared.pending.is_empty() {
+                break;
+            }
+            self.shared.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    fn snapshot(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.shared.get(SNAPSHOT, run_id)
+    }
+
+    fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.shared.get(BASE, run_id)
+    }
+
+    fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(digest) = self.shared.get(DEFINITION, run_id)? else {
+            return Ok(None);
+        };
+        let digest = String::from_utf8_lossy(&digest);
+        match self.shared.blobs.get(&digest)? {
+            Some(bytes) => Ok(Some(bytes)),
+            None => Err(StoreError::Corrupt {
+                key: format!("definition of {run_id}"),
+                message: format!("its blob {digest} is missing from the home's blobs/sha256"),
+            }),
+        }
+    }
+
+    fn plugin(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.shared.blobs.get(digest)
+    }
+
+    fn records(
+        &self,
+        run_id: &str,
+        from: RecordKey,
+    ) -> Result<Vec<(RecordKey, Vec<u8>)>, StoreError> {
+        self.shared.records(run_id, from)
+    }
+
+    fn last_record(&self, run_id: &str) -> Result<Option<RecordKey>, StoreError> {
+        self.shared.last_record(run_id)
+    }
+
+    fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError> {
+        match self.shared.get(SUMMARY, run_id)? {
+            None => Ok(None),
+            Some(v) => from_stored(&v).map(Some).map_err(|e| StoreError::Corrupt {
+                key: format!("summary of {run_id}"),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.shared.runs()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(id: &str) -> RunSummary {
+        RunSummary {
+            run_id: id.into(),
+            workflow_id: "w".into(),
+            status: crate::engine::RunStatus::Running,
+            created_at: 1,
+            updated_at: 1,
+        }
+    }
+
+    fn record(i: u64) -> Vec<u8> {
+        format!("{{\"i\":{i}}}").into_bytes()
+    }
+
+    fn keys(records: &[(RecordKey, Vec<u8>)]) -> Vec<u64> {
+        records.iter().map(|((seq, _), _)| *seq).collect()
+    }
+
+    #[test]
+    fn records_read_the_same_from_the_log_from_chunks_in_sled_and_after_reopening() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        let store = SledStore::open(&home, 8).expect("open");
+        store.put_summary(&summary("r")).expect("summary");
+        store.put_summary(&summary("other")).expect("summary");
+        for i in 1..=5 {
+            store
+                .append("r", (i, i as u32), &record(i))
+                .expect("append");
+            store.append("other", (i, 0), &record(i)).expect("append");
+        }
+        store.sync().expect("sync");
+        let from_log = store.records("r", (0, 0)).expect("records");
+        assert_eq!(keys(&from_log), vec![1, 2, 3, 4, 5]);
+        // Into sled, as one chunk for each run.
+        Store::checkpoint(&store).expect("checkpoint");
+        assert!(store.shared.pending.is_empty());
+        assert_eq!(store.records("r", (0, 0)).expect("records"), from_log);
+        for i in 6..=7 {
+            store
+                .append("r", (i, i as u32), &record(i))
+                .expect("append");
+        }
+        // From the middle of a chunk on, across sled and the log.
+        let tail = store.records("r", (3, 3)).expect("records");
+        assert_eq!(keys(&tail), vec![3, 4, 5, 6, 7]);
+        assert_eq!(tail[0].1, record(3));
+        assert_eq!(store.last_record("r").expect("last"), Some((7, 7)));
+        assert_eq!(
+            keys(&store.records("other", (0, 0)).expect("records")).len(),
+            5
+        );
+        store.sync().expect("sync");
+        drop(store);
+        let store = SledStore::open(&home, 8).expect("open again");
+        assert_eq!(
+            keys(&store.records("r", (0, 0)).expect("records")),
+            (1..=7).collect::<Vec<_>>()
+        );
+        assert_eq!(store.last_record("r").expect("last"), Some((7, 7)));
+        assert_eq!(store.last_record("other").expect("last"), Some((5, 0)));
+        assert_eq!(store.runs().expect("runs").len(), 2);
+        // A clean close leaves no log behind.
+        drop(store);
+        assert!(wal::segments(&home.join("wal")).expect("list").is_empty());
+    }
+
+    #[test]
+    fn a_log_left_behind_is_replayed_when_the_store_opens() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        drop(SledStore::open(&home, 8).expect("create"));
+        // What a process killed after its syncs leaves: a segment sled never saw.
+        let mut log = Vec::new();
+        let summary_bytes = serde_json::to_vec(&summary("r")).expect("json");
+        wal::encode(&mut log, &key(SUMMARY, "r"), &summary_bytes).expect("encode");
+        wal::encode(&mut log, &record_key("r", (1, 0)), &record(1)).expect("encode");
+        let torn = log.len();
+        wal::encode(&mut log, &record_key("r", (2, 0)), &record(2)).expect("encode");
+        std::fs::write(
+            home.join("wal").join("0000000000000007.log"),
+            &log[..torn + 5],
+        )
+        .expect("write the log");
+        let store = SledStore::open(&home, 8).expect("open");
+        assert_eq!(store.runs().expect("runs").len(), 1);
+        // The torn entry was never acknowledged: it is not there.
+        assert_eq!(keys(&store.records("r", (0, 0)).expect("records")), vec![1]);
+        assert!(store.shared.pending.is_empty(), "replayed into sled");
+        assert_eq!(lock(&store.shared.segment).generation(), 8);
+    }
+
+    #[test]
+    fn a_damaged_segment_before_the_last_is_refused_as_a_damaged_home() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        drop(SledStore::open(&home, 8).expect("create"));
+        let mut log = Vec::new();
+        wal::encode(&mut log, &record_key("r", (1, 0)), &record(1)).expect("encode");
+        let wal_dir = home.join("wal");
+        std::fs::write(wal_dir.join("0000000000000001.log"), &log[..log.len() - 1]).expect("write");
+        std::fs::write(wal_dir.join("0000000000000002.log"), &log).expect("write");
+        let Err(e) = SledStore::open(&home, 8) else {
+            panic!("a damaged log opened");
+        };
+        assert!(matches!(e, StoreError::Damaged { .. }), "{e}");
+        assert!(e.to_string().contains("0000000000000001.log"), "{e}");
     }
 }

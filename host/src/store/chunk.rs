@@ -1,0 +1,91 @@
+//! Several consecutive records of one run stored as one sled value: a checkpoint moves the
+//! records a run wrote since the last one into sled with one insert rather than one each.
+//!
+//! A chunk is stored under the key of its first record and is `CHUNK | count: u32 BE |
+//! (seq: u64 BE | sub: u32 BE | len: u32 BE | bytes)*`. A record stored alone is its bytes, as before chunks
+//! existed; a record is JSON and never starts with [`CHUNK`].
+
+use super::RecordKey;
+
+/// The first byte of a chunk.
+const CHUNK: u8 = 0x01;
+
+/// The most bytes of records one chunk gathers; a larger record is stored alone.
+pub const MAX_CHUNK: usize = 1 << 20;
+
+/// The value holding `records` (in order, at least one): the record itself when alone.
+pub fn encode(records: &[(RecordKey, &[u8])]) -> Vec<u8> {
+    if let [(_, bytes)] = records {
+        return bytes.to_vec();
+    }
+    let size: usize = records.iter().map(|(_, b)| 16 + b.len()).sum();
+    let mut out = Vec::with_capacity(5 + size);
+    out.push(CHUNK);
+    // At most MAX_CHUNK bytes of records, so far fewer than u32::MAX of them.
+    out.extend_from_slice(
+        &u32::try_from(records.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    for ((seq, sub), bytes) in records {
+        out.extend_from_slice(&seq.to_be_bytes());
+        out.extend_from_slice(&sub.to_be_bytes());
+        // A record over 4 GiB is refused by the log before it gets here.
+        out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
+        out.extend_from_slice(bytes);
+    }
+    out
+}
+
+/// The records of the value stored under the record key `at`; `None` when it is a chunk that
+/// does not read back.
+pub fn decode(at: RecordKey, value: &[u8]) -> Option<Vec<(RecordKey, Vec<u8>)>> {
+    let Some((&CHUNK, rest)) = value.split_first() else {
+        return Some(vec![(at, value.to_vec())]);
+    };
+    let count = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let mut rest = &rest[4..];
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let seq = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+        let sub = u32::from_be_bytes(rest.get(8..12)?.try_into().ok()?);
+        let len = u32::from_be_bytes(rest.get(12..16)?.try_into().ok()?) as usize;
+        let bytes = rest.get(16..16usize.checked_add(len)?)?;
+        out.push(((seq, sub), bytes.to_vec()));
+        rest = &rest[16 + len..];
+    }
+    (out.len() == count && out.first().map(|(k, _)| *k) == Some(at)).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lone_record_is_stored_as_it_is() {
+        let value = encode(&[((3, 1), b"{\"a\":1}")]);
+        assert_eq!(value, b"{\"a\":1}");
+        assert_eq!(decode((3, 1), &value), Some(vec![((3, 1), value.clone())]));
+    }
+
+    #[test]
+    fn a_chunk_reads_back_every_record_in_order() {
+        let records: Vec<(RecordKey, &[u8])> =
+            vec![((1, 0), b"{}"), ((4, 1), b""), ((4, 2), b"{\"x\":[1,2]}")];
+        let value = encode(&records);
+        let back = decode((1, 0), &value).expect("decodes");
+        let expected: Vec<(RecordKey, Vec<u8>)> =
+            records.iter().map(|(k, b)| (*k, b.to_vec())).collect();
+        assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn a_damaged_chunk_is_refused() {
+        let value = encode(&[((1, 0), b"{}"), ((2, 1), b"{}")]);
+        for cut in 1..value.len() {
+            assert_eq!(decode((1, 0), &value[..cut]), None, "cut at {cut}");
+        }
+        // Stored under a key that is not its first record's.
+        assert_eq!(decode((9, 9), &value), None);
+    }
+}

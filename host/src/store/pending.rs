@@ -1,0 +1,222 @@
+//! Writes that are in the log but not yet in sled, read before sled's own entries.
+//!
+//! Two tables: the active one takes new writes; a checkpoint freezes it (a new active table
+//! starts) and moves the frozen one into sled, then drops it. A read looks in the active table,
+//! then the frozen one, then sled, so it always sees the latest write of a key.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::StoreError;
+use super::wal;
+
+/// Keys to values, in sled's key order.
+pub type Table = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The writes sled does not hold yet.
+pub struct Pending {
+    state: Mutex<State>,
+    /// Log bytes in the active table at which a checkpoint is due.
+    due_at: usize,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending::new(usize::MAX)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    active: Table,
+    frozen: Option<Arc<Table>>,
+    /// Log entries of the active table's writes that the segment does not hold yet.
+    unwritten: Vec<u8>,
+    /// Bytes logged into the active table since it started.
+    logged: usize,
+}
+
+impl Pending {
+    /// Pending writes that call for a checkpoint once the active table holds `due_at` bytes of
+    /// log entries.
+    pub fn new(due_at: usize) -> Self {
+        Pending {
+            state: Mutex::default(),
+            due_at,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves whole entries behind (each write is one insert
+        // and one append), so the state stays usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Logs and applies `writes` together (no checkpoint or sync sees some without the
+    /// others); returns whether they made a checkpoint due.
+    pub fn put(&self, writes: &[(Vec<u8>, &[u8])]) -> Result<bool, StoreError> {
+        let mut s = self.state();
+        let before = s.unwritten.len();
+        for (key, value) in writes {
+            if let Err(e) = wal::encode(&mut s.unwritten, key, value) {
+                s.unwritten.truncate(before);
+                return Err(e);
+            }
+        }
+        let was = s.logged;
+        s.logged += s.unwritten.len() - before;
+        for (key, value) in writes {
+            s.active.insert(key.clone(), value.to_vec());
+        }
+        Ok(was < self.due_at && s.logged >= self.due_at)
+    }
+
+    /// The log entries not yet written to the segment; the caller writes them.
+    pub fn take_unwritten(&self) -> Vec<u8> {
+        std::mem::take(&mut self.state().unwritten)
+    }
+
+    /// Puts back entries taken with [`Pending::take_unwritten`] that could not be written,
+    /// before any logged since.
+    pub fn restore_unwritten(&self, mut bytes: Vec<u8>) {
+        let mut s = self.state();
+        bytes.extend_from_slice(&s.unwritten);
+        s.unwritten = bytes;
+    }
+
+    /// Starts a new active table and returns the old one, frozen, with its log entries not yet
+    /// written; `None` when a frozen table is still being checkpointed or nothing was written.
+    pub fn freeze(&self) -> Option<(Arc<Table>, Vec<u8>)> {
+        let mut s = self.state();
+        if s.frozen.is_some() || s.active.is_empty() {
+            return None;
+        }
+        let table = Arc::new(std::mem::take(&mut s.active));
+        s.frozen = Some(table.clone());
+        s.logged = 0;
+        Some((table, std::mem::take(&mut s.unwritten)))
+    }
+
+    /// The table frozen by [`Pending::freeze`], until [`Pending::thaw`].
+    pub fn frozen(&self) -> Option<Arc<Table>> {
+        self.state().frozen.clone()
+    }
+
+    /// The frozen table is in sled: drop it.
+    pub fn thaw(&self) {
+        self.state().frozen = None;
+    }
+
+    /// Whether there is nothing sled does not hold.
+    pub fn is_empty(&self) -> bool {
+        let s = self.state();
+        s.active.is_empty() && s.frozen.is_none()
+    }
+
+    /// The latest pending value of `key`.
+    pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let s = self.state();
+        s.active
+            .get(key)
+            .or_else(|| s.frozen.as_ref().and_then(|f| f.get(key)))
+            .cloned()
+    }
+
+    /// The pending entries from `from` on whose keys start with `prefix`, latest values, in key
+    /// order.
+    pub fn range(&self, prefix: &[u8], from: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let s = self.state();
+        let mut out = Table::new();
+        for table in s.frozen.as_deref().into_iter().chain([&s.active]) {
+            for (k, v) in table
+                .range::<[u8], _>((std::ops::Bound::Included(from), std::ops::Bound::Unbounded))
+            {
+                if !k.starts_with(prefix) {
+                    break;
+                }
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// The last pending key that starts with `prefix`.
+    pub fn last_key(&self, prefix: &[u8]) -> Option<Vec<u8>> {
+        let s = self.state();
+        s.frozen
+            .as_deref()
+            .into_iter()
+            .chain([&s.active])
+            .filter_map(|t| {
+                t.range::<[u8], _>((
+                    std::ops::Bound::Included(prefix),
+                    std::ops::Bound::Unbounded,
+                ))
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .last()
+                .map(|(k, _)| k.clone())
+            })
+            .max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(p: &Pending, k: &str, v: &str) {
+        p.put(&[(k.as_bytes().to_vec(), v.as_bytes())])
+            .expect("put");
+    }
+
+    #[test]
+    fn the_latest_write_wins_across_the_frozen_and_active_tables() {
+        let p = Pending::default();
+        put(&p, "a1", "old");
+        put(&p, "a2", "kept");
+        let (frozen, unwritten) = p.freeze().expect("something to freeze");
+        assert_eq!(frozen.len(), 2);
+        assert_eq!(wal::decode(&unwritten).0.len(), 2);
+        put(&p, "a1", "new");
+        put(&p, "b1", "other");
+        assert_eq!(p.get(b"a1").as_deref(), Some(&b"new"[..]));
+        assert_eq!(p.get(b"a2").as_deref(), Some(&b"kept"[..]));
+        let range: Vec<_> = p.range(b"a", b"a").into_iter().map(|(k, _)| k).collect();
+        assert_eq!(range, vec![b"a1".to_vec(), b"a2".to_vec()]);
+        assert_eq!(p.last_key(b"a"), Some(b"a2".to_vec()));
+        // Only one frozen table at a time: the next freeze waits for the thaw.
+        assert!(p.freeze().is_none());
+        p.thaw();
+        assert_eq!(p.get(b"a2"), None);
+        assert!(p.freeze().is_some());
+    }
+
+    #[test]
+    fn a_checkpoint_is_due_once_when_the_log_reaches_the_threshold() {
+        let p = Pending::new(100);
+        let value = [0u8; 40];
+        let due: Vec<bool> = (0..4)
+            .map(|i| p.put(&[(vec![i], &value[..])]).expect("put"))
+            .collect();
+        // Each entry logs 8 + 4 + 1 + 40 = 53 bytes: the second crosses 100.
+        assert_eq!(due, vec![false, true, false, false]);
+        p.freeze().expect("frozen");
+        assert!(!p.put(&[(vec![9], &value[..])]).expect("put"));
+        assert!(p.put(&[(vec![10], &value[..])]).expect("put"));
+    }
+
+    #[test]
+    fn unwritten_entries_put_back_come_before_later_ones() {
+        let p = Pending::default();
+        put(&p, "a", "1");
+        let taken = p.take_unwritten();
+        put(&p, "b", "2");
+        p.restore_unwritten(taken);
+        let keys: Vec<_> = wal::decode(&p.take_unwritten())
+            .0
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(keys, vec![b"a".to_vec(), b"b".to_vec()]);
+    }
+}
