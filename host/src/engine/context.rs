@@ -224,7 +224,11 @@ impl Cx<'_> {
         };
         if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
             let mut items = rec.items.take().unwrap_or_default();
-            let item = items.iter_mut().find(|i| i.index == index);
+            // Kept in index order by `put_item`.
+            let item = match items.binary_search_by_key(&index, |i| i.index) {
+                Ok(pos) => items.get_mut(pos),
+                Err(_) => None,
+            };
             f(rec, item);
             rec.items = Some(items);
         } else {

@@ -54,10 +54,15 @@ impl Pending {
 
     /// Logs and applies `writes` together (no checkpoint or sync sees some without the
     /// others); returns whether they made a checkpoint due.
-    pub fn put(&self, writes: &[(Vec<u8>, &[u8])]) -> Result<bool, StoreError> {
+    pub fn put(&self, writes: Vec<(Vec<u8>, &[u8])>) -> Result<bool, StoreError> {
+        // Copies made before the lock is taken.
+        let owned: Vec<(Vec<u8>, Vec<u8>)> = writes
+            .iter()
+            .map(|(key, value)| (key.clone(), value.to_vec()))
+            .collect();
         let mut s = self.state();
         let before = s.unwritten.len();
-        for (key, value) in writes {
+        for (key, value) in &writes {
             if let Err(e) = wal::encode(&mut s.unwritten, key, value) {
                 s.unwritten.truncate(before);
                 return Err(e);
@@ -65,9 +70,7 @@ impl Pending {
         }
         let was = s.logged;
         s.logged += s.unwritten.len() - before;
-        for (key, value) in writes {
-            s.active.insert(key.clone(), value.to_vec());
-        }
+        s.active.extend(owned);
         Ok(was < self.due_at && s.logged >= self.due_at)
     }
 
@@ -165,7 +168,7 @@ mod tests {
     use super::*;
 
     fn put(p: &Pending, k: &str, v: &str) {
-        p.put(&[(k.as_bytes().to_vec(), v.as_bytes())])
+        p.put(vec![(k.as_bytes().to_vec(), v.as_bytes())])
             .expect("put");
     }
 
@@ -196,13 +199,13 @@ mod tests {
         let p = Pending::new(100);
         let value = [0u8; 40];
         let due: Vec<bool> = (0..4)
-            .map(|i| p.put(&[(vec![i], &value[..])]).expect("put"))
+            .map(|i| p.put(vec![(vec![i], &value[..])]).expect("put"))
             .collect();
         // Each entry logs 8 + 4 + 1 + 40 = 53 bytes: the second crosses 100.
         assert_eq!(due, vec![false, true, false, false]);
         p.freeze().expect("frozen");
-        assert!(!p.put(&[(vec![9], &value[..])]).expect("put"));
-        assert!(p.put(&[(vec![10], &value[..])]).expect("put"));
+        assert!(!p.put(vec![(vec![9], &value[..])]).expect("put"));
+        assert!(p.put(vec![(vec![10], &value[..])]).expect("put"));
     }
 
     #[test]

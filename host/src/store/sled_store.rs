@@ -428,15 +428,16 @@ fn replay(
 /// read meanwhile, and nothing needs the writes to land together (a checkpoint cut short is
 /// replayed from the log, whole).
 fn write_table(data: &Tree, table: &Table) -> sled::Result<()> {
-    let mut batch = Vec::new();
-    // The run prefix, the first record's key and the records of the chunk being gathered.
-    let mut gathering: Option<Gathering<'_>> = None;
+    /// The run prefix, the first record's key, the records and their bytes of the chunk
+    /// being gathered.
     type Gathering<'a> = (&'a [u8], &'a [u8], Vec<(RecordKey, &'a [u8])>, usize);
-    fn put_chunk<'a>(batch: &mut Vec<(&'a [u8], Vec<u8>)>, g: Option<Gathering<'a>>) {
+    fn put_chunk(data: &Tree, g: Option<Gathering<'_>>) -> sled::Result<()> {
         if let Some((_, first, records, _)) = g {
-            batch.push((first, chunk::encode(&records)));
+            data.insert(first, chunk::encode(&records))?;
         }
+        Ok(())
     }
+    let mut gathering: Option<Gathering<'_>> = None;
     for (k, v) in table {
         match split_record_key(k) {
             Some((prefix, at)) => {
@@ -444,23 +445,19 @@ fn write_table(data: &Tree, table: &Table) -> sled::Result<()> {
                     *p == prefix && size + v.len() <= chunk::MAX_CHUNK
                 });
                 if !joins {
-                    put_chunk(&mut batch, gathering.take());
+                    put_chunk(data, gathering.take())?;
                 }
                 let g = gathering.get_or_insert_with(|| (prefix, k, Vec::new(), 0));
                 g.2.push((at, v));
                 g.3 += v.len();
             }
             None => {
-                put_chunk(&mut batch, gathering.take());
-                batch.push((k.as_slice(), v.clone()));
+                put_chunk(data, gathering.take())?;
+                data.insert(k.as_slice(), v.as_slice())?;
             }
         }
     }
-    put_chunk(&mut batch, gathering.take());
-    for (k, v) in batch {
-        data.insert(k, v)?;
-    }
-    Ok(())
+    put_chunk(data, gathering.take())
 }
 
 impl DbFile {
@@ -551,7 +548,7 @@ impl Shared {
     }
 
     /// Logs `writes` together; they are durable after the next [`Store::sync`].
-    fn put(&self, writes: &[(Vec<u8>, &[u8])]) -> Result<(), StoreError> {
+    fn put(&self, writes: Vec<(Vec<u8>, &[u8])>) -> Result<(), StoreError> {
         if self.pending.put(writes)? {
             lock(&self.wake.state).due = true;
             self.wake.signal.notify_one();
@@ -738,7 +735,7 @@ impl Store for SledStore {
         s.blobs.put(&definition, run.definition)?;
         let summary = Shared::summary_bytes(run.summary)?;
         // The summary is what makes the run exist: logged with the rest, after it.
-        s.put(&[
+        s.put(vec![
             (key(DEFINITION, id), definition.as_bytes()),
             (key(BASE, id), run.base),
             (key(SUMMARY, id), &summary),
@@ -747,18 +744,19 @@ impl Store for SledStore {
 
     fn append(&self, run_id: &str, at: RecordKey, record: &[u8]) -> Result<(), StoreError> {
         self.shared.room(record.len())?;
-        self.shared.put(&[(record_key(run_id, at), record)])
+        self.shared.put(vec![(record_key(run_id, at), record)])
     }
 
     fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError> {
         self.shared.room(snapshot.len())?;
-        self.shared.put(&[(key(SNAPSHOT, run_id), snapshot)])
+        self.shared.put(vec![(key(SNAPSHOT, run_id), snapshot)])
     }
 
     fn put_summary(&self, summary: &RunSummary) -> Result<(), StoreError> {
         let bytes = Shared::summary_bytes(summary)?;
         self.shared.room(bytes.len())?;
-        self.shared.put(&[(key(SUMMARY, &summary.run_id), &bytes)])
+        self.shared
+            .put(vec![(key(SUMMARY, &summary.run_id), &bytes)])
     }
 
     /// Writes the log entries made since the last sync and fdatasyncs the segment; the
