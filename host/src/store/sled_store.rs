@@ -911,11 +911,17 @@ mod tests {
         assert!(wal::segments(&home.join("wal")).expect("list").is_empty());
     }
 
+    /// A home under `dir` whose store was created and closed cleanly.
+    fn created_home(dir: &Path) -> PathBuf {
+        let home = dir.join("home");
+        drop(SledStore::open(&home, 8).expect("create"));
+        home
+    }
+
     #[test]
     fn a_log_left_behind_is_replayed_when_the_store_opens() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let home = dir.path().join("home");
-        drop(SledStore::open(&home, 8).expect("create"));
+        let home = created_home(dir.path());
         // What a process killed after its syncs leaves: a segment sled never saw.
         let mut log = Vec::new();
         let summary_bytes = serde_json::to_vec(&summary("r")).expect("json");
@@ -939,8 +945,7 @@ mod tests {
     #[test]
     fn a_damaged_segment_before_the_last_is_refused_as_a_damaged_home() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let home = dir.path().join("home");
-        drop(SledStore::open(&home, 8).expect("create"));
+        let home = created_home(dir.path());
         let mut log = Vec::new();
         wal::encode(&mut log, &record_key("r", (1, 0)), &record(1)).expect("encode");
         let wal_dir = home.join("wal");
