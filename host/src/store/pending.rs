@@ -179,7 +179,9 @@ mod tests {
         put(&p, "a2", "kept");
         let (frozen, unwritten) = p.freeze().expect("something to freeze");
         assert_eq!(frozen.len(), 2);
-        assert_eq!(wal::decode(&unwritten).0.len(), 2);
+        let mut unwritten = unwritten;
+        wal::seal(&mut unwritten, 1);
+        assert_eq!(wal::decode(&unwritten, 1).entries.len(), 2);
         put(&p, "a1", "new");
         put(&p, "b1", "other");
         assert_eq!(p.get(b"a1").as_deref(), Some(&b"new"[..]));
@@ -215,8 +217,10 @@ mod tests {
         let taken = p.take_unwritten();
         put(&p, "b", "2");
         p.restore_unwritten(taken);
-        let keys: Vec<_> = wal::decode(&p.take_unwritten())
-            .0
+        let mut unwritten = p.take_unwritten();
+        wal::seal(&mut unwritten, 1);
+        let keys: Vec<_> = wal::decode(&unwritten, 1)
+            .entries
             .into_iter()
             .map(|(k, _)| k)
             .collect();

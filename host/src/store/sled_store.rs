@@ -368,6 +368,7 @@ impl Drop for SledStore {
                 if segment.is_empty() {
                     let _ = std::fs::remove_file(segment.path());
                 }
+                let _ = wal::remove_spare(&self.shared.wal_dir);
             }
             Err(e) => tracing::warn!(
                 "the last checkpoint of {} failed ({e}); its log is replayed when it opens again",
@@ -386,6 +387,7 @@ fn replay(
     data: &Tree,
     db_file: &DbFile,
 ) -> Result<u64, StoreError> {
+    wal::remove_spare(wal_dir)?;
     let segments = wal::segments(wal_dir)?;
     let Some((last, _)) = segments.last() else {
         return Ok(0);
@@ -395,21 +397,22 @@ fn replay(
     for (generation, path) in &segments {
         let bytes = std::fs::read(path)
             .map_err(|e| StoreError::Backend(format!("cannot read {}: {e}", path.display())))?;
-        let (entries, len) = wal::decode(&bytes);
-        // Only the segment being written when a process died may end in a torn entry: the
-        // others were synced whole before the next one started.
-        if len < bytes.len() && *generation != last {
+        let decoded = wal::decode(&bytes, *generation);
+        // Every segment but the last was finished, and synced whole, before the next began:
+        // only the last may end without the mark (in a torn entry, or in what a recycled
+        // file held before).
+        if !decoded.finished && *generation != last {
             return Err(StoreError::Damaged {
                 home: home_of(dir),
                 dir: wal_dir.display().to_string(),
                 detail: format!(
-                    "its log segment {} is damaged at byte {len} of {}",
+                    "its log segment {} is damaged after {} entries",
                     path.display(),
-                    bytes.len()
+                    decoded.entries.len()
                 ),
             });
         }
-        table.extend(entries);
+        table.extend(decoded.entries);
     }
     let failed = |e| sled_error(dir, e);
     write_table(data, &table).map_err(failed)?;
@@ -522,7 +525,7 @@ impl Shared {
         let retired = std::mem::take(&mut *lock(&self.retired));
         if !retired.is_empty() {
             for segment in retired {
-                segment.remove()?;
+                segment.retire(&self.wal_dir, true)?;
             }
             wal::sync_dir(&self.wal_dir)?;
         }
@@ -533,15 +536,16 @@ impl Shared {
     /// all of them, durably.
     fn rotate(&self) -> Result<(), StoreError> {
         let mut segment = lock(&self.segment);
-        let Some((_, unwritten)) = self.pending.freeze() else {
+        let Some((_, mut unwritten)) = self.pending.freeze() else {
             return Ok(());
         };
-        if let Err(e) = segment.write(&unwritten).and_then(|()| segment.sync()) {
+        if let Err(e) = segment.write(&mut unwritten) {
             // The next sync writes them; the frozen writes stay in this segment.
             self.pending.restore_unwritten(unwritten);
             return Err(e);
         }
-        let next = Segment::create(&self.wal_dir, segment.generation() + 1)?;
+        segment.finish()?;
+        let next = Segment::next(&self.wal_dir, segment.generation() + 1)?;
         let old = std::mem::replace(&mut *segment, next);
         lock(&self.retired).push(old);
         Ok(())
@@ -765,8 +769,8 @@ impl Store for SledStore {
         let s = &self.shared;
         let point = {
             let mut segment = lock(&s.segment);
-            let bytes = s.pending.take_unwritten();
-            if let Err(e) = segment.write(&bytes) {
+            let mut bytes = s.pending.take_unwritten();
+            if let Err(e) = segment.write(&mut bytes) {
                 s.pending.restore_unwritten(bytes);
                 return Err(e);
             }
@@ -929,6 +933,7 @@ mod tests {
         wal::encode(&mut log, &record_key("r", (1, 0)), &record(1)).expect("encode");
         let torn = log.len();
         wal::encode(&mut log, &record_key("r", (2, 0)), &record(2)).expect("encode");
+        wal::seal(&mut log, 7);
         std::fs::write(
             home.join("wal").join("0000000000000007.log"),
             &log[..torn + 5],
@@ -948,13 +953,31 @@ mod tests {
         let home = created_home(dir.path());
         let mut log = Vec::new();
         wal::encode(&mut log, &record_key("r", (1, 0)), &record(1)).expect("encode");
+        let mut second = log.clone();
+        wal::seal(&mut log, 1);
+        wal::seal(&mut second, 2);
         let wal_dir = home.join("wal");
         std::fs::write(wal_dir.join("0000000000000001.log"), &log[..log.len() - 1]).expect("write");
-        std::fs::write(wal_dir.join("0000000000000002.log"), &log).expect("write");
+        std::fs::write(wal_dir.join("0000000000000002.log"), &second).expect("write");
         let Err(e) = SledStore::open(&home, 8) else {
             panic!("a damaged log opened");
         };
         assert!(matches!(e, StoreError::Damaged { .. }), "{e}");
         assert!(e.to_string().contains("0000000000000001.log"), "{e}");
+        // Finished, it is read whole, and the segment after it too.
+        let mut finished = Vec::new();
+        wal::encode(&mut finished, &record_key("r", (1, 0)), &record(1)).expect("encode");
+        wal::encode(&mut finished, &[], &[]).expect("the end mark");
+        wal::seal(&mut finished, 1);
+        std::fs::write(wal_dir.join("0000000000000001.log"), &finished).expect("write");
+        let mut later = Vec::new();
+        wal::encode(&mut later, &record_key("r", (2, 0)), &record(2)).expect("encode");
+        wal::seal(&mut later, 2);
+        std::fs::write(wal_dir.join("0000000000000002.log"), &later).expect("write");
+        let store = SledStore::open(&home, 8).expect("open");
+        assert_eq!(
+            keys(&store.records("r", (0, 0)).expect("records")),
+            vec![1, 2]
+        );
     }
 }
