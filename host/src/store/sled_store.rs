@@ -74,6 +74,9 @@ struct WakeState {
 /// Log bytes after which a checkpoint is due.
 const CHECKPOINT_BYTES: usize = 4 << 20;
 
+/// The free space a disk must have for a checkpoint to keep a finished segment as the spare.
+const SPARE_ROOM: u64 = 256 << 20;
+
 /// A checkpoint runs at least this often while anything is pending.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
@@ -524,8 +527,11 @@ impl Shared {
         self.pending.thaw();
         let retired = std::mem::take(&mut *lock(&self.retired));
         if !retired.is_empty() {
+            // A spare holds its blocks: only while the disk has room to spare.
+            let keep = rustix::fs::statvfs(&self.wal_dir)
+                .is_ok_and(|fs| fs.f_bavail.saturating_mul(fs.f_frsize) >= SPARE_ROOM);
             for segment in retired {
-                segment.retire(&self.wal_dir, true)?;
+                segment.retire(&self.wal_dir, keep)?;
             }
             wal::sync_dir(&self.wal_dir)?;
         }
