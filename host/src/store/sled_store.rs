@@ -52,6 +52,9 @@ struct Shared {
     retired: Mutex<Vec<Segment>>,
     /// Wakes the checkpoint thread.
     wake: Wake,
+    /// Held through a checkpoint: two at once could write a frozen table into sled after the
+    /// newer one that followed it.
+    checkpointing: Mutex<()>,
     /// Bytes that may still be written before [`Shared::room`] looks at the disk again.
     unchecked: AtomicU64,
     /// The database file; declared last, so it is dropped after the database handles.
@@ -339,6 +342,7 @@ impl SledStore {
             segment: Mutex::new(segment),
             retired: Mutex::default(),
             wake: Wake::default(),
+            checkpointing: Mutex::default(),
             unchecked: AtomicU64::new(0),
             db_file,
         });
@@ -514,6 +518,7 @@ impl Shared {
     /// frozen table is left from a checkpoint that failed), writes them in one batch, flushes
     /// sled, and removes the segments that held them.
     fn checkpoint(&self) -> Result<(), StoreError> {
+        let _one_at_a_time = lock(&self.checkpointing);
         let rotated = self.rotate();
         let Some(table) = self.pending.frozen() else {
             return rotated;
