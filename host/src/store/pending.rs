@@ -55,14 +55,14 @@ impl Pending {
     /// Logs and applies `writes` together (no checkpoint or sync sees some without the
     /// others); returns whether they made a checkpoint due.
     pub fn put(&self, writes: Vec<(Vec<u8>, &[u8])>) -> Result<bool, StoreError> {
-        // Copies made before the lock is taken.
+        // Values are copied before the lock is taken.
         let owned: Vec<(Vec<u8>, Vec<u8>)> = writes
-            .iter()
-            .map(|(key, value)| (key.clone(), value.to_vec()))
+            .into_iter()
+            .map(|(key, value)| (key, value.to_vec()))
             .collect();
         let mut s = self.state();
         let before = s.unwritten.len();
-        for (key, value) in &writes {
+        for (key, value) in &owned {
             if let Err(e) = wal::encode(&mut s.unwritten, key, value) {
                 s.unwritten.truncate(before);
                 return Err(e);
@@ -87,17 +87,17 @@ impl Pending {
         s.unwritten = bytes;
     }
 
-    /// Starts a new active table and returns the old one, frozen, with its log entries not yet
-    /// written; `None` when a frozen table is still being checkpointed or nothing was written.
-    pub fn freeze(&self) -> Option<(Arc<Table>, Vec<u8>)> {
+    /// Starts a new active table, the old one frozen (see [`Pending::frozen`]), and returns the
+    /// log entries of the frozen writes not yet written; `None` when a frozen table is still
+    /// being checkpointed or nothing was written.
+    pub fn freeze(&self) -> Option<Vec<u8>> {
         let mut s = self.state();
         if s.frozen.is_some() || s.active.is_empty() {
             return None;
         }
-        let table = Arc::new(std::mem::take(&mut s.active));
-        s.frozen = Some(table.clone());
+        s.frozen = Some(Arc::new(std::mem::take(&mut s.active)));
         s.logged = 0;
-        Some((table, std::mem::take(&mut s.unwritten)))
+        Some(std::mem::take(&mut s.unwritten))
     }
 
     /// The table frozen by [`Pending::freeze`], until [`Pending::thaw`].
@@ -177,7 +177,8 @@ mod tests {
         let p = Pending::default();
         put(&p, "a1", "old");
         put(&p, "a2", "kept");
-        let (frozen, unwritten) = p.freeze().expect("something to freeze");
+        let unwritten = p.freeze().expect("something to freeze");
+        let frozen = p.frozen().expect("frozen");
         assert_eq!(frozen.len(), 2);
         let mut unwritten = unwritten;
         wal::seal(&mut unwritten, 1);

@@ -5,9 +5,10 @@
 //! A write goes to the log and to a table of pending writes (`pending`), which reads consult
 //! before sled; [`Store::sync`] writes the log and fdatasyncs it, so a transition costs an
 //! append, not a B-tree insert and a flush of sled's log. A background thread checkpoints: it
-//! freezes the pending table, starts a new log segment, moves the frozen writes into sled in
-//! one batch (the records a run wrote meanwhile as one chunk, `chunk`), flushes sled and then
-//! removes the old segment. Opening replays whatever segments a process left.
+//! freezes the pending table, finishes the log segment and starts the next, inserts the frozen
+//! writes into sled (the records a run wrote meanwhile as one chunk, `chunk`), flushes sled and
+//! then retires the old segment (kept as the spare the next one is made from, or removed).
+//! Opening replays whatever segments a process left.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -402,8 +403,7 @@ fn replay(
     let last = *last;
     let mut table = Table::new();
     for (generation, path) in &segments {
-        let bytes = std::fs::read(path)
-            .map_err(|e| StoreError::Backend(format!("cannot read {}: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|e| wal::io_error("read", path, e))?;
         let decoded = wal::decode(&bytes, *generation);
         // Every segment but the last was finished, and synced whole, before the next began:
         // only the last may end without the mark (in a torn entry, or in what a recycled
@@ -426,8 +426,7 @@ fn replay(
     db.flush().map_err(failed)?;
     db_file.sync(dir)?;
     for (_, path) in &segments {
-        std::fs::remove_file(path)
-            .map_err(|e| StoreError::Backend(format!("cannot remove {}: {e}", path.display())))?;
+        std::fs::remove_file(path).map_err(|e| wal::io_error("remove", path, e))?;
     }
     wal::sync_dir(wal_dir)?;
     Ok(last)
@@ -515,8 +514,8 @@ impl Shared {
     }
 
     /// Moves the pending writes into sled: freezes them and starts a new log segment (unless a
-    /// frozen table is left from a checkpoint that failed), writes them in one batch, flushes
-    /// sled, and removes the segments that held them.
+    /// frozen table is left from a checkpoint that failed), inserts them, flushes sled, and
+    /// retires the segments that held them.
     fn checkpoint(&self) -> Result<(), StoreError> {
         let _one_at_a_time = lock(&self.checkpointing);
         let rotated = self.rotate();
@@ -547,14 +546,11 @@ impl Shared {
     /// all of them, durably.
     fn rotate(&self) -> Result<(), StoreError> {
         let mut segment = lock(&self.segment);
-        let Some((_, mut unwritten)) = self.pending.freeze() else {
+        let Some(unwritten) = self.pending.freeze() else {
             return Ok(());
         };
-        if let Err(e) = segment.write(&mut unwritten) {
-            // The next sync writes them; the frozen writes stay in this segment.
-            self.pending.restore_unwritten(unwritten);
-            return Err(e);
-        }
+        // On failure the next sync writes them: the frozen writes stay in this segment.
+        self.write_unwritten(&mut segment, unwritten)?;
         segment.finish()?;
         let next = Segment::next(&self.wal_dir, segment.generation() + 1)?;
         let old = std::mem::replace(&mut *segment, next);
@@ -562,25 +558,25 @@ impl Shared {
         Ok(())
     }
 
-    /// Logs `writes` together; they are durable after the next [`Store::sync`].
+    /// Writes `bytes`, log entries taken from the pending writes, to `segment`; puts them back
+    /// when that fails, so a later write has them.
+    fn write_unwritten(&self, segment: &mut Segment, mut bytes: Vec<u8>) -> Result<(), StoreError> {
+        let written = segment.write(&mut bytes);
+        if written.is_err() {
+            self.pending.restore_unwritten(bytes);
+        }
+        written
+    }
+
+    /// Logs `writes` together, once the disk has room for them; they are durable after the
+    /// next [`Store::sync`].
     fn put(&self, writes: Vec<(Vec<u8>, &[u8])>) -> Result<(), StoreError> {
+        self.room(writes.iter().map(|(_, value)| value.len()).sum())?;
         if self.pending.put(writes)? {
             lock(&self.wake.state).due = true;
             self.wake.signal.notify_one();
         }
         Ok(())
-    }
-
-    /// The latest value of `k`: pending, or in sled.
-    fn get_key(&self, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        if let Some(v) = self.pending.get(k) {
-            return Ok(Some(v));
-        }
-        Ok(self
-            .data
-            .get(k)
-            .map_err(|e| self.failed(e))?
-            .map(|v| v.to_vec()))
     }
 
     /// Refuses a write of `bytes` unless the disk holding the database has room for it and
@@ -633,8 +629,17 @@ impl Shared {
         serde_json::to_vec(s).map_err(|e| StoreError::Backend(e.to_string()))
     }
 
+    /// The latest value of a run's entry of `kind`: pending, or in sled.
     fn get(&self, kind: u8, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get_key(&key(kind, id))
+        let k = key(kind, id);
+        if let Some(v) = self.pending.get(&k) {
+            return Ok(Some(v));
+        }
+        Ok(self
+            .data
+            .get(&k)
+            .map_err(|e| self.failed(e))?
+            .map(|v| v.to_vec()))
     }
 
     /// A run's records from `from` on: those in sled (a chunk that starts before `from` may
@@ -741,7 +746,7 @@ impl Store for SledStore {
             return Err(StoreError::RunExists(id.clone()));
         }
         let plugins: usize = run.plugins.iter().map(|(_, bytes)| bytes.len()).sum();
-        s.room(plugins + run.definition.len() + run.base.len())?;
+        s.room(plugins + run.definition.len())?;
         // Blobs first: they are synced before anything names them.
         for (digest, bytes) in run.plugins {
             s.blobs.put(digest, bytes)?;
@@ -758,18 +763,15 @@ impl Store for SledStore {
     }
 
     fn append(&self, run_id: &str, at: RecordKey, record: &[u8]) -> Result<(), StoreError> {
-        self.shared.room(record.len())?;
         self.shared.put(vec![(record_key(run_id, at), record)])
     }
 
     fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError> {
-        self.shared.room(snapshot.len())?;
         self.shared.put(vec![(key(SNAPSHOT, run_id), snapshot)])
     }
 
     fn put_summary(&self, summary: &RunSummary) -> Result<(), StoreError> {
         let bytes = Shared::summary_bytes(summary)?;
-        self.shared.room(bytes.len())?;
         self.shared
             .put(vec![(key(SUMMARY, &summary.run_id), &bytes)])
     }
@@ -780,11 +782,7 @@ impl Store for SledStore {
         let s = &self.shared;
         let point = {
             let mut segment = lock(&s.segment);
-            let mut bytes = s.pending.take_unwritten();
-            if let Err(e) = segment.write(&mut bytes) {
-                s.pending.restore_unwritten(bytes);
-                return Err(e);
-            }
+            s.write_unwritten(&mut segment, s.pending.take_unwritten())?;
             segment.sync_point()
         };
         point.sync()

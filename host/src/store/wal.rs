@@ -33,7 +33,8 @@ const HEADER: usize = 8;
 /// The extension of segment files.
 const EXTENSION: &str = "log";
 
-fn io_error(what: &str, path: &Path, e: std::io::Error) -> StoreError {
+/// The error of `what` (a verb) on `path`; a full disk is [`StoreError::DiskFull`].
+pub fn io_error(what: &str, path: &Path, e: std::io::Error) -> StoreError {
     if matches!(
         e.kind(),
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
