@@ -10,10 +10,12 @@ use serde_json::{Map, Value, json};
 use super::commands::{Command, EventKind, Tracking};
 use super::invocation::InvocationResult;
 use super::model::{EntryDef, FileId, Graph};
+use super::nodes::{NodeKind, Seq, StepNode, StepWait};
 use super::records::{ErrorInfo, ItemRecord, StepRecord, StepStatus};
 use super::resume::Selection;
 use super::state::FileState;
 use super::time::{Millis, rfc3339};
+use super::visit::visit_seq;
 
 /// Where an execution sits: its file instance, visible scopes, item and iteration.
 #[derive(Clone)]
@@ -96,6 +98,34 @@ impl Cx<'_> {
             iteration: frame.iteration,
             data,
         }));
+    }
+
+    /// Whether this pass may change `seq`, which an earlier pass left waiting: a cancel, a
+    /// resume or a recovery reaches every execution, and a result or a timer only the one that
+    /// waits on its token. A pass drives every execution until it waits, so a sequence that
+    /// waits on nothing this event brought would stay as it is: a foreach drives only the items
+    /// an event touches, not all those in progress.
+    pub(crate) fn touches(&self, seq: &Seq) -> bool {
+        if self.cancelling || self.reissue || self.resume.is_some() {
+            return true;
+        }
+        if self.inbox.is_empty() && self.fired.is_empty() {
+            return false;
+        }
+        let mut touched = false;
+        visit_seq(seq, None, &mut |node, _| match &node.kind {
+            NodeKind::Step(StepNode {
+                wait: StepWait::Invocation { token, .. },
+                ..
+            }) => touched |= self.inbox.contains_key(token),
+            NodeKind::Step(StepNode {
+                wait: StepWait::Retry { token, .. },
+                ..
+            })
+            | NodeKind::Sleep { token, .. } => touched |= self.fired.contains(token),
+            _ => {}
+        });
+        touched
     }
 
     /// The event's instant, RFC 3339.

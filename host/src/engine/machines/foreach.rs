@@ -77,6 +77,12 @@ pub(crate) fn drive_foreach(
                 fe.active.remove(at);
                 continue;
             };
+            let waiting = seq.current.phase != Phase::New
+                && (seq.phase == Phase::Running || *reported_suspended);
+            if waiting && !cx.touches(seq) {
+                at += 1;
+                continue;
+            }
             let f = item_frame(i);
             drive_seq(seq, &f, cx);
             match &seq.phase {
@@ -211,7 +217,7 @@ fn json_type(v: &Value) -> &'static str {
 mod tests {
     use serde_json::json;
 
-    use crate::engine::sim::{Answer, Sim, done, fail, file, foreach, step, suspend};
+    use crate::engine::sim::{Answer, Sim, done, fail, file, foreach, sleep_ms, step, suspend};
     use crate::engine::{EventKind, RunStatus, StepStatus};
 
     fn items(concurrency: u32) -> crate::engine::sim::FileSpec {
@@ -304,6 +310,32 @@ mod tests {
             .map(|i| (i.index, i.status))
             .collect();
         assert_eq!(statuses, [(0, StepStatus::Failed), (1, StepStatus::Failed)]);
+    }
+
+    #[test]
+    fn s26_an_item_moves_on_its_own_timer_or_result_while_the_others_in_progress_wait() {
+        // A pass drives only the items its event touches: each item's sleep, retry wait and
+        // invocation must still move it, whichever order they end in.
+        let body = vec![sleep_ms("z", 100), step("s").retry(2, 50, 1.0, None)];
+        let mut sim = Sim::new(file("w", vec![foreach("f", 3, body)]), json!([1, 2, 3, 4]))
+            .on_call("f.s", |call| match (call.foreach_index, call.attempt) {
+                (Some(1), _) => Answer::Hold,
+                (_, 0) => fail("flaky"),
+                _ => done(json!(call.input.as_i64().unwrap_or_default() * 10)),
+            })
+            .started();
+        assert_eq!(sim.status(), RunStatus::Running);
+        assert_eq!(sim.in_flight(), ["f.s"], "only item 1's invocation is held");
+        sim.answer("f.s", Some(1), done(json!(20)));
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.record("f").output, Some(json!([10, 20, 30, 40])));
+        let attempts = |i: u32| {
+            sim.calls_to("f.s")
+                .iter()
+                .filter(|c| c.foreach_index == Some(i))
+                .count()
+        };
+        assert_eq!([attempts(0), attempts(1), attempts(2), attempts(3)], [2, 1, 2, 2]);
     }
 
     #[test]
