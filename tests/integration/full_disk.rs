@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::torture::{Home, http, run_weft, serve};
+use crate::torture::{Home, http, name_of, run_weft, serve, workflows_of};
 
 /// A tmpfs mounted on a temporary directory, unmounted when dropped.
 struct Tmpfs {
@@ -184,13 +184,13 @@ fn s100_weft_serve_refuses_writes_on_a_full_disk_and_serves_again_once_there_is_
     let small = files.file("small.yaml", SMALL);
     let grow = files.file("grow.yaml", GROW);
     let home = prepared_home(&disk, &small);
-    let (mut server, addr) = serve(&home);
+    let (mut server, addr) = serve(&home, &workflows_of(&files.home()));
     let start = |file: &Path, query: &str| {
         http(
             addr,
             "POST",
             &format!("/runs{query}"),
-            &json!({ "file": file }).to_string(),
+            &json!({ "file": name_of(file) }).to_string(),
         )
         .expect("an answer")
     };

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -46,6 +46,15 @@ impl Dir {
 
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// `file`, a path in this dir, relative to it: how `POST /runs` names it.
+    fn rel(&self, file: &str) -> String {
+        Path::new(file)
+            .strip_prefix(self.root())
+            .expect("a file of this dir")
+            .display()
+            .to_string()
     }
 
     /// Writes `text` as `name`; returns its path as a string.
@@ -262,8 +271,9 @@ struct Server {
 
 impl Server {
     fn start(dir: &Dir) -> Server {
+        let root = dir.root().to_str().expect("a UTF-8 path");
         let mut child = dir
-            .command(&["serve", "--addr", "127.0.0.1:0"])
+            .command(&["serve", "--addr", "127.0.0.1:0", "--workflows", root])
             .spawn()
             .expect("start weft serve");
         let stderr = child.stderr.take().expect("stderr");
@@ -341,8 +351,11 @@ fn serve_survives_every_hostile_expression_and_file() {
     ];
     let server = Server::start(&dir);
     for file in &files {
-        let (status, body) =
-            server.request("POST", "/runs?wait=true", Some(&json!({ "file": file })));
+        let (status, body) = server.request(
+            "POST",
+            "/runs?wait=true",
+            Some(&json!({ "file": dir.rel(file) })),
+        );
         assert!(
             [200, 201, 400, 422].contains(&status),
             "{file}: {status} {body}"
@@ -428,7 +441,7 @@ fn serve_answers_while_two_endless_expressions_run() {
     let server = Server::start(&dir);
     let runs: Vec<_> = (0..2)
         .map(|_| {
-            let (addr, file) = (server.addr.clone(), file.clone());
+            let (addr, file) = (server.addr.clone(), dir.rel(&file));
             std::thread::spawn(move || {
                 request(
                     &addr,

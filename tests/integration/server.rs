@@ -4,20 +4,42 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use weft::engine::RunStatus;
+use weft::server::ServeConfig;
 
 use crate::common::Env;
 
-/// One HTTP/1.1 exchange; returns the status code and the body.
+/// One HTTP/1.1 exchange, as a same-origin client on this machine sends it; returns the status
+/// code and the body.
 pub(crate) async fn http(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,
     body: Option<Value>,
 ) -> (u16, String) {
+    let (status, _, body) = exchange(addr, method, path, &[], body).await;
+    (status, body)
+}
+
+/// One HTTP/1.1 exchange with `headers` added (a `host` among them replaces the default, the
+/// server's address); returns the status code, the head and the body.
+pub(crate) async fn exchange(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> (u16, String, String) {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut head = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        "{head}connection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).await.expect("send");
@@ -38,7 +60,7 @@ pub(crate) async fn http(
     } else {
         body.to_owned()
     };
-    (status, body)
+    (status, head.to_owned(), body)
 }
 
 fn dechunk(mut body: &str) -> String {
@@ -56,17 +78,23 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
+/// Serves `env`'s runtime on loopback, starting workflows from `env`'s temp dir.
 pub(crate) async fn serve(env: &Env) -> std::net::SocketAddr {
+    serve_with(env, ServeConfig::default().with_workflows(env.dir.path())).await
+}
+
+/// Serves `env`'s runtime on loopback with `config`.
+pub(crate) async fn serve_with(env: &Env, config: ServeConfig) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(weft::server::serve(env.rt.clone(), listener));
+    tokio::spawn(weft::server::serve(env.rt.clone(), listener, config));
     addr
 }
 
 #[tokio::test]
 async fn s70_start_suspend_resume_and_read_a_run_over_http() {
     let env = Env::new();
-    let file = env.file(
+    env.file(
         "approval.yaml",
         r#"
 id: approval
@@ -81,7 +109,7 @@ steps:
         addr,
         "POST",
         "/runs?wait=true",
-        Some(json!({ "file": file, "input": { "amount": 50 }, "run_id": "h1" })),
+        Some(json!({ "file": "approval.yaml", "input": { "amount": 50 }, "run_id": "h1" })),
     )
     .await;
     assert_eq!(status, 200, "{body}");
@@ -171,10 +199,14 @@ steps:
         addr,
         "POST",
         "/runs",
-        Some(json!({ "file": "/nonexistent/w.yaml" })),
+        Some(json!({ "file": "missing.yaml" })),
     )
     .await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body.contains("the workflows directory has no file `missing.yaml`"),
+        "{body}"
+    );
     assert_eq!(
         env.rt.show(&id).await.expect("show").status,
         RunStatus::Success

@@ -12,7 +12,7 @@ use weft::store::{NewRun, RunSummary, SledStore, Store};
 
 use crate::cli::{INC, Out};
 use crate::common::{Env, config, plugin_paths};
-use crate::server::http;
+use crate::server::{http, serve};
 
 /// Runs `weft --home HOME ARGS...` in `dir` to its end.
 fn weft(dir: &Path, home: &Path, args: &[&str]) -> Out {
@@ -152,14 +152,10 @@ fn s11_the_cli_refuses_bad_run_ids_before_touching_the_home() {
 #[tokio::test]
 async fn s11_the_http_api_answers_400_to_bad_run_ids() {
     let env = Env::new();
-    let file = env.file("inc.yaml", INC);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(weft::server::serve(env.rt.clone(), listener));
+    env.file("inc.yaml", INC);
+    let addr = serve(&env).await;
     for id in bad_ids() {
-        let body = json!({"file": file, "input": {"n": 1}, "run_id": id});
+        let body = json!({"file": "inc.yaml", "input": {"n": 1}, "run_id": id});
         let (status, text) = http(addr, "POST", "/runs?wait=true", Some(body)).await;
         assert_eq!(status, 400, "{id:?}: {text}");
         let answer: Value = serde_json::from_str(&text).expect("a JSON answer");
@@ -489,12 +485,8 @@ async fn a_run_input_over_the_limit_is_refused_with_the_limit_named() {
             .starts_with("run input is 5016 bytes; the limit is 4096"),
         "{err}"
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(weft::server::serve(env.rt.clone(), listener));
-    let body = json!({"file": env.dir.path().join("inc.yaml"), "input": {"pad": "x".repeat(5000)}});
+    let addr = serve(&env).await;
+    let body = json!({"file": "inc.yaml", "input": {"pad": "x".repeat(5000)}});
     let (status, text) = http(addr, "POST", "/runs", Some(body)).await;
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("the limit is 4096"), "{text}");

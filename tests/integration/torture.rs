@@ -241,9 +241,14 @@ pub fn run_weft(home: &Path, args: &[&str]) -> Out {
     Proc::start(weft(home, args)).finish()
 }
 
-/// Starts `weft serve` on a free loopback port; returns it and its address.
-pub fn serve(home: &Path) -> (Proc, SocketAddr) {
-    let mut proc = Proc::start(weft(home, &["serve", "--addr", "127.0.0.1:0"]));
+/// Starts `weft serve` on a free loopback port, starting workflows from `workflows`; returns it
+/// and its address.
+pub fn serve(home: &Path, workflows: &Path) -> (Proc, SocketAddr) {
+    let workflows = workflows.to_str().expect("a UTF-8 path");
+    let mut proc = Proc::start(weft(
+        home,
+        &["serve", "--addr", "127.0.0.1:0", "--workflows", workflows],
+    ));
     let line = proc.expect_line("serving http://");
     let addr = line
         .split("serving http://")
@@ -260,7 +265,7 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u
     let mut stream = TcpStream::connect(addr).ok()?;
     stream.set_read_timeout(Some(HANG)).ok()?;
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).ok()?;
@@ -279,6 +284,19 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u
         .unwrap_or(body.len());
     // A response cut off by the kill is no answer.
     (body.len() >= length).then(|| (status, body[..length].to_owned()))
+}
+
+/// The directory a test home's workflow files are written in, beside the home.
+pub fn workflows_of(home: &Path) -> PathBuf {
+    home.parent().expect("a home in a temp dir").to_path_buf()
+}
+
+/// A workflow file's name, as `POST /runs` takes it relative to the workflows directory.
+pub fn name_of(file: &Path) -> String {
+    file.file_name()
+        .and_then(|n| n.to_str())
+        .expect("a UTF-8 file name")
+        .to_owned()
 }
 
 /// The ids of every run stored in `home`, read by a fresh `weft runs`.
@@ -305,9 +323,9 @@ fn s100_every_run_acknowledged_with_201_survives_a_sigkill_right_after_the_ackno
     let mut rng = Rng(seed);
     let home = Home::new();
     let file = home.file("quick.yaml", QUICK);
-    let body = serde_json::json!({ "file": file }).to_string();
+    let body = serde_json::json!({ "file": name_of(&file) }).to_string();
     for round in 0..4 {
-        let (mut server, addr) = serve(&home.home());
+        let (mut server, addr) = serve(&home.home(), &workflows_of(&home.home()));
         // Several clients start runs at once; the test kills the server the moment the
         // `kill_after`-th acknowledgement arrives.
         let kill_after = 10 + rng.below(30) as usize;
@@ -438,7 +456,7 @@ fn s101_s114_recovery_marks_runs_it_cannot_load_or_drive_failed_and_recovers_the
     assert!(runs.stdout.contains("garbled-too"), "{runs:?}");
 
     // `serve` recovers the healthy run past the poisoned ones, and says which it could not.
-    let (mut server, addr) = serve(&home.home());
+    let (mut server, addr) = serve(&home.home(), &workflows_of(&home.home()));
     let (status, events) =
         http(addr, "GET", "/runs/orphan/events?follow=true", "").expect("the orphan's events");
     assert_eq!(status, 200, "{events}");
@@ -466,7 +484,7 @@ fn s101_s114_recovery_marks_runs_it_cannot_load_or_drive_failed_and_recovers_the
     server.kill();
 
     // The next start finds nothing left to recover and serves.
-    let (mut server, _) = serve(&home.home());
+    let (mut server, _) = serve(&home.home(), &workflows_of(&home.home()));
     server.kill();
     let out = server.finish();
     assert!(!out.stderr.contains("recover"), "{out:?}");

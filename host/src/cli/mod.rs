@@ -187,6 +187,34 @@ pub enum Cmd {
         /// Where to listen.
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: String,
+        /// The only directory `POST /runs` starts workflows from (by `id` or by a file path
+        /// relative to it); without it, runs are only read, resumed and cancelled over HTTP.
+        #[arg(long, value_name = "DIR")]
+        workflows: Option<PathBuf>,
+        /// The environment variable holding the bearer token every write must carry. Without
+        /// it, a server listening beyond loopback makes a token and prints it.
+        #[arg(long, value_name = "NAME")]
+        token_env: Option<String>,
+        /// A host name the server is reached by (through DNS or a proxy), besides its address
+        /// and, on loopback, `localhost`; requests naming another host are refused.
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// An origin whose pages may call the API from a browser (CORS), e.g.
+        /// `https://ops.example.com`; pages of other origins are refused.
+        #[arg(long = "cors-origin", value_name = "ORIGIN")]
+        cors_origins: Vec<String>,
+        /// Connections open at once; more are closed as they come.
+        #[arg(long, default_value_t = 512)]
+        max_connections: usize,
+        /// Event streams following runs at once; more are refused (503).
+        #[arg(long, default_value_t = 256)]
+        max_followers: usize,
+        /// The largest request body, in bytes.
+        #[arg(long, default_value_t = 1 << 20)]
+        max_body_bytes: usize,
+        /// Seconds a client may take to send a request's headers.
+        #[arg(long, default_value_t = 10)]
+        header_timeout_s: u64,
     },
     /// Plugins.
     #[command(subcommand)]
@@ -445,7 +473,17 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                 }
             }
         }
-        Cmd::Serve { addr } => {
+        Cmd::Serve {
+            addr,
+            workflows,
+            token_env,
+            allow_hosts,
+            cors_origins,
+            max_connections,
+            max_followers,
+            max_body_bytes,
+            header_timeout_s,
+        } => {
             let listener = match tokio::net::TcpListener::bind(&addr).await {
                 Ok(l) => l,
                 Err(e) => {
@@ -453,6 +491,48 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                     return EXIT_USAGE;
                 }
             };
+            let bound = match listener.local_addr() {
+                Ok(a) => a,
+                Err(e) => {
+                    out.err(&format!("error: cannot listen on {addr}: {e}"));
+                    return EXIT_USAGE;
+                }
+            };
+            let token = match token_env {
+                Some(name) => match std::env::var(&name) {
+                    Ok(t) if !t.trim().is_empty() => Some(t.trim().to_owned()),
+                    _ => {
+                        out.err(&format!(
+                            "error: --token-env {name}: the environment variable {name} is not set or empty; set it to the token writes must carry"
+                        ));
+                        return EXIT_USAGE;
+                    }
+                },
+                None if !crate::server::is_loopback(&bound) => {
+                    match crate::server::generate_token() {
+                        Ok(t) => {
+                            out.err(&format!(
+                                "writes (start, resume, cancel) need this token: `Authorization: Bearer {t}`; give your own with --token-env NAME"
+                            ));
+                            Some(t)
+                        }
+                        Err(e) => {
+                            out.err(&format!("error: cannot make a token: {e}"));
+                            return EXIT_FAILED;
+                        }
+                    }
+                }
+                None => None,
+            };
+            let mut config = crate::server::ServeConfig::default()
+                .with_max_connections(max_connections)
+                .with_max_followers(max_followers)
+                .with_max_body_bytes(max_body_bytes)
+                .with_header_timeout(std::time::Duration::from_secs(header_timeout_s.max(1)));
+            config.workflows = workflows;
+            config.token = token;
+            config.allowed_hosts = allow_hosts;
+            config.cors_origins = cors_origins;
             match rt.recover_all().await {
                 Ok(report) => {
                     let ids = &report.recovered;
@@ -477,12 +557,11 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                 Err(e) => out.err(&format!("error: cannot list the runs to recover: {e}")),
             }
             out.err(&format!(
-                "serving http://{} (home {})",
-                listener.local_addr().map(|a| a.to_string()).unwrap_or(addr),
+                "serving http://{bound} (home {})",
                 rt.home().display()
             ));
             tokio::select! {
-                r = crate::server::serve(rt.clone(), listener) => {
+                r = crate::server::serve(rt.clone(), listener, config) => {
                     if let Err(e) = r {
                         out.err(&format!("error: {e}"));
                         return EXIT_FAILED;

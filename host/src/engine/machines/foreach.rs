@@ -335,7 +335,10 @@ mod tests {
                 .filter(|c| c.foreach_index == Some(i))
                 .count()
         };
-        assert_eq!([attempts(0), attempts(1), attempts(2), attempts(3)], [2, 1, 2, 2]);
+        assert_eq!(
+            [attempts(0), attempts(1), attempts(2), attempts(3)],
+            [2, 1, 2, 2]
+        );
     }
 
     #[test]
