@@ -18,6 +18,7 @@ mod rerun;
 mod rules;
 mod sequence;
 mod server;
+mod server_api;
 mod server_security;
 mod step_executor;
 mod store_hardening;

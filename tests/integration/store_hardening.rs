@@ -160,7 +160,7 @@ async fn s11_the_http_api_answers_400_to_bad_run_ids() {
         assert_eq!(status, 400, "{id:?}: {text}");
         let answer: Value = serde_json::from_str(&text).expect("a JSON answer");
         assert!(
-            answer["error"]
+            answer["error"]["message"]
                 .as_str()
                 .is_some_and(|e| e.contains("invalid run id")),
             "{answer}"

@@ -534,6 +534,17 @@ impl Runtime {
         Ok(RunRecord::new(&state, &graph))
     }
 
+    /// The workflow graph a run follows, as it was stored when the run started (S10).
+    pub fn definition(&self, run_id: &str) -> Result<Graph, RuntimeError> {
+        check_run_id(run_id)?;
+        let bytes = self
+            .inner
+            .store
+            .definition(run_id)?
+            .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
+        checked::graph(run_id, &bytes)
+    }
+
     /// Every run's summary, newest first, optionally filtered.
     pub fn runs(
         &self,

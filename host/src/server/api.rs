@@ -1,43 +1,138 @@
 //! The API's handlers: start, list, read, follow, resume and cancel runs.
 
+use std::convert::Infallible;
+
 use axum::Json;
 use axum::body::Body;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::App;
 use super::error::ApiError;
-use crate::engine::{ResumeRequest, RunStatus};
+use crate::engine::{ResumeRequest, RunStatus, rfc3339};
+use crate::store::RunSummary;
 use crate::workflow::LoadedWorkflow;
 
 /// A path's run id, checked before anything is looked up (400 when it breaks the rule).
-fn run_id(id: &str) -> Result<(), ApiError> {
-    crate::run_id::check_run_id(id).map_err(|e| ApiError::bad_request(e.to_string()))
+fn run_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let Path(id) = id?;
+    crate::run_id::check_run_id(&id)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-run-id", e.to_string()))?;
+    Ok(id)
 }
+
+/// A `201 Created` (or, after a wait, `200`) naming the run at `Location`.
+fn created(status: StatusCode, id: &str, body: Value) -> Response {
+    let mut response = (status, Json(body)).into_response();
+    if let Ok(location) = HeaderValue::from_str(&format!("/runs/{id}")) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
+}
+
+/// The most runs one page holds, and how many when `limit` is not given.
+const MAX_PAGE: usize = 1000;
+const DEFAULT_PAGE: usize = 100;
 
 #[derive(Deserialize)]
 pub(crate) struct ListQuery {
     workflow: Option<String>,
     status: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// A run in a list.
+#[derive(Serialize)]
+pub(crate) struct RunItem {
+    run_id: String,
+    workflow_id: String,
+    status: RunStatus,
+    /// RFC 3339.
+    created_at: String,
+    /// RFC 3339.
+    updated_at: String,
+}
+
+impl From<&RunSummary> for RunItem {
+    fn from(s: &RunSummary) -> Self {
+        RunItem {
+            run_id: s.run_id.clone(),
+            workflow_id: s.workflow_id.clone(),
+            status: s.status,
+            created_at: rfc3339(s.created_at),
+            updated_at: rfc3339(s.updated_at),
+        }
+    }
+}
+
+/// One page of runs, newest first; `next_cursor` fetches the next one.
+#[derive(Serialize)]
+pub(crate) struct RunPage {
+    runs: Vec<RunItem>,
+    next_cursor: Option<String>,
+}
+
+/// A cursor: where the last run of a page sits in the order (creation, then id, descending).
+fn cursor_of(s: &RunSummary) -> String {
+    format!("{}.{}", s.created_at, s.run_id)
+}
+
+fn parse_cursor(cursor: &str) -> Option<(i64, &str)> {
+    let (at, id) = cursor.split_once('.')?;
+    Some((at.parse().ok()?, id))
 }
 
 pub(crate) async fn list(
     State(app): State<App>,
-    Query(q): Query<ListQuery>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let Query(q) = q?;
     let status = match q.status.as_deref() {
-        Some(s) => Some(
-            RunStatus::parse(s)
-                .ok_or_else(|| ApiError::bad_request(format!("unknown status `{s}`")))?,
-        ),
+        Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unknown status `{}`; one of pending, running, suspended, success, failed, \
+                 tripwire, cancelled",
+                s.chars().take(40).collect::<String>()
+            ))
+        })?),
+        None => None,
+    };
+    let limit = q.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "`limit` must be 1 to {MAX_PAGE}"
+        )));
+    }
+    let after = match q.cursor.as_deref() {
+        Some(c) => Some(parse_cursor(c).ok_or_else(|| {
+            ApiError::bad_request("`cursor` is not one this server gave; start from the first page")
+        })?),
         None => None,
     };
     let runs = app.rt.runs(q.workflow.as_deref(), status)?;
-    Ok(Json(runs).into_response())
+    let start = match after {
+        Some((at, id)) => runs
+            .iter()
+            .position(|r| r.created_at < at || (r.created_at == at && r.run_id.as_str() < id))
+            .unwrap_or(runs.len()),
+        None => 0,
+    };
+    let page = &runs[start..(start + limit).min(runs.len())];
+    let next_cursor = (start + page.len() < runs.len())
+        .then(|| page.last().map(cursor_of))
+        .flatten();
+    Ok(Json(RunPage {
+        runs: page.iter().map(RunItem::from).collect(),
+        next_cursor,
+    })
+    .into_response())
 }
 
 /// The workflows `POST /runs` may start: `[{id, file}]`.
@@ -45,19 +140,26 @@ pub(crate) async fn workflows(State(app): State<App>) -> Result<Response, ApiErr
     let catalog = app.catalog.clone();
     let list = tokio::task::spawn_blocking(move || catalog.list())
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+        .map_err(|e| ApiError::internal(e.to_string()))??;
     Ok(Json(list).into_response())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct StartBody {
+/// A workflow named by a request: by `id`, or by a file relative to the workflows directory.
+#[derive(Deserialize, Default)]
+pub(crate) struct Named {
     /// The `id` of a workflow file of the workflows directory.
     #[serde(default)]
     workflow: Option<String>,
     /// A workflow file, relative to the workflows directory.
     #[serde(default)]
     file: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StartBody {
+    #[serde(flatten)]
+    named: Named,
     #[serde(default)]
     input: Option<Value>,
     #[serde(default)]
@@ -70,16 +172,21 @@ pub(crate) struct WaitQuery {
     wait: bool,
 }
 
-/// Finds and loads the workflow a start names, off the async workers: resolving and reading
-/// files may block.
-async fn load(app: &App, body: &StartBody) -> Result<LoadedWorkflow, ApiError> {
-    let named = match (&body.workflow, &body.file) {
+/// Finds and loads the workflow `named`, off the async workers: resolving and reading files
+/// may block. `None` when it names none and `required` is false.
+async fn load(
+    app: &App,
+    named: &Named,
+    required: bool,
+) -> Result<Option<LoadedWorkflow>, ApiError> {
+    let which = match (&named.workflow, &named.file) {
         (Some(id), None) => Ok(id.clone()),
         (None, Some(file)) => Err(file.clone()),
+        (None, None) if !required => return Ok(None),
         _ => {
             return Err(ApiError::bad_request(
-                "name the workflow to start with exactly one of `workflow` (its id) and `file` \
-                 (its file, relative to the workflows directory)",
+                "name the workflow with exactly one of `workflow` (its id) and `file` (its \
+                 file, relative to the workflows directory)",
             ));
         }
     };
@@ -87,24 +194,28 @@ async fn load(app: &App, body: &StartBody) -> Result<LoadedWorkflow, ApiError> {
     let rt = app.rt.clone();
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        let path = match &named {
+        let path = match &which {
             Ok(id) => catalog.by_id(id)?,
             Err(file) => catalog.file(file)?,
         };
         handle
             .block_on(rt.load_workflow(&path))
-            .map_err(|e| ApiError::bad_request(e.to_string()))
+            .map(Some)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-workflow", e.to_string()))
     })
     .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    .map_err(|e| ApiError::internal(e.to_string()))?
 }
 
 pub(crate) async fn start(
     State(app): State<App>,
-    Query(q): Query<WaitQuery>,
-    Json(body): Json<StartBody>,
+    q: Result<Query<WaitQuery>, QueryRejection>,
+    body: Result<Json<StartBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let workflow = load(&app, &body).await?;
+    let (Query(q), Json(body)) = (q?, body?);
+    let Some(workflow) = load(&app, &body.named, true).await? else {
+        return Err(ApiError::internal("no workflow was loaded"));
+    };
     let id = app
         .rt
         .start(
@@ -115,17 +226,72 @@ pub(crate) async fn start(
         .await?;
     if q.wait {
         let record = app.rt.wait(&id).await?;
-        return Ok((StatusCode::OK, Json(record)).into_response());
+        let record = serde_json::to_value(record).map_err(|e| ApiError::internal(e.to_string()))?;
+        return Ok(created(StatusCode::OK, &id, record));
     }
-    Ok((StatusCode::CREATED, Json(json!({ "run_id": id }))).into_response())
+    Ok(created(StatusCode::CREATED, &id, json!({ "run_id": id })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RerunBody {
+    /// The step to start from, by path (S94).
+    from_step: String,
+    /// Replaces the step's stored input (S99).
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    run_id: Option<String>,
+    /// A new definition instead of the source run's stored one (S96).
+    #[serde(flatten)]
+    named: Named,
+}
+
+/// Starts a new run from a step of an ended run (S94–S99).
+pub(crate) async fn rerun(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Result<Query<WaitQuery>, QueryRejection>,
+    body: Result<Json<RerunBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let source = run_id(id)?;
+    let (Query(q), Json(body)) = (q?, body?);
+    let workflow = load(&app, &body.named, false).await?;
+    let id = app
+        .rt
+        .rerun(
+            &source,
+            &body.from_step,
+            workflow.as_ref(),
+            body.input,
+            body.run_id,
+        )
+        .await?;
+    if q.wait {
+        let record = app.rt.wait(&id).await?;
+        let record = serde_json::to_value(record).map_err(|e| ApiError::internal(e.to_string()))?;
+        return Ok(created(StatusCode::OK, &id, record));
+    }
+    Ok(created(StatusCode::CREATED, &id, json!({ "run_id": id })))
 }
 
 pub(crate) async fn show(
     State(app): State<App>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    run_id(&id)?;
+    let id = run_id(id)?;
     Ok(Json(app.rt.show(&id).await?).into_response())
+}
+
+/// The workflow a run follows, as stored when it started: the graph, and a Mermaid drawing.
+pub(crate) async fn definition(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let id = run_id(id)?;
+    let graph = app.rt.definition(&id)?;
+    let mermaid = crate::engine::draw::draw(&graph, crate::engine::draw::Format::Mermaid);
+    Ok(Json(json!({ "graph": graph, "mermaid": mermaid })).into_response())
 }
 
 #[derive(Deserialize)]
@@ -136,18 +302,43 @@ pub(crate) struct EventsQuery {
     follow: bool,
 }
 
+/// Whether the client asked for Server-Sent Events.
+fn wants_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("text/event-stream"))
+}
+
+/// The run's events: NDJSON (past, then live with `follow=true`), or Server-Sent Events when
+/// the client accepts `text/event-stream` (always live, `id:` the event's `seq`, resumed after
+/// `Last-Event-ID` with no gap and no duplicate; `204` once nothing more will come, which
+/// tells an `EventSource` to stop reconnecting).
 pub(crate) async fn events(
     State(app): State<App>,
-    Path(id): Path<String>,
-    Query(q): Query<EventsQuery>,
+    id: Result<Path<String>, PathRejection>,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    run_id(&id)?;
-    let from = q.from_seq.unwrap_or(1);
+    let id = run_id(id)?;
+    let Query(q) = q?;
+    let sse = wants_sse(&headers);
+    let mut from = q.from_seq.unwrap_or(1);
+    if sse
+        && let Some(last) = headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        from = from.max(last.saturating_add(1));
+    }
+    let follow = q.follow || sse;
     // A follower holds a slot for as long as its stream is open.
-    let slot = if q.follow {
+    let slot = if follow {
         let slot = app.followers.clone().try_acquire_owned().map_err(|_| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
+                "too-many-followers",
                 "too many event streams are open on this server; try again later, or raise \
                  its limit (`--max-followers`)",
             )
@@ -156,12 +347,33 @@ pub(crate) async fn events(
     } else {
         None
     };
-    let rx = if q.follow {
+    let rx = if follow {
         app.rt.watch(&id, from)?
     } else {
         app.rt.watch_settled(&id, from)?
     };
     let heartbeat = app.heartbeat;
+    if sse {
+        if rx.is_closed() && rx.is_empty() {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        let stream = futures::stream::unfold((rx, slot), |(mut rx, slot)| async move {
+            let ev = rx.recv().await?;
+            let event = SseEvent::default()
+                .id(ev.seq.to_string())
+                .event(
+                    serde_json::to_value(ev.kind)
+                        .ok()?
+                        .as_str()
+                        .unwrap_or("event"),
+                )
+                .data(serde_json::to_string(&*ev).unwrap_or_default());
+            Some((Ok::<_, Infallible>(event), (rx, slot)))
+        });
+        return Ok(Sse::new(stream)
+            .keep_alive(KeepAlive::new().interval(heartbeat))
+            .into_response());
+    }
     let stream = futures::stream::unfold((rx, slot), move |(mut rx, slot)| async move {
         // An idle stream gets an empty line now and then, so it is seen to be alive.
         let line = match tokio::time::timeout(heartbeat, rx.recv()).await {
@@ -175,7 +387,7 @@ pub(crate) async fn events(
         };
         Some((line, (rx, slot)))
     })
-    .map(Ok::<_, std::convert::Infallible>);
+    .map(Ok::<_, Infallible>);
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/x-ndjson")
         .body(Body::from_stream(stream))
@@ -183,6 +395,7 @@ pub(crate) async fn events(
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ResumeBody {
     step: Option<String>,
     label: Option<String>,
@@ -192,11 +405,24 @@ pub(crate) struct ResumeBody {
 
 pub(crate) async fn resume(
     State(app): State<App>,
-    Path(id): Path<String>,
-    body: Option<Json<ResumeBody>>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
-    run_id(&id)?;
-    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let id = run_id(id)?;
+    let body = body.map_err(|r| {
+        ApiError::new(
+            r.status(),
+            "body-too-large",
+            "the request body is over this server's limit (`--max-body-bytes`)",
+        )
+    })?;
+    // No body at all is a bare resume: it recovers a stopped run (S101).
+    let body: ResumeBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ResumeBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("the resume body: {e}")))?
+    };
     let bare = body.step.is_none()
         && body.label.is_none()
         && body.foreach_index.is_none()
@@ -213,9 +439,9 @@ pub(crate) async fn resume(
 
 pub(crate) async fn cancel(
     State(app): State<App>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    run_id(&id)?;
+    let id = run_id(id)?;
     app.rt.cancel(&id).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": id }))).into_response())
 }

@@ -62,6 +62,7 @@ impl Catalog {
         self.dir.as_deref().ok_or_else(|| {
             ApiError::new(
                 StatusCode::FORBIDDEN,
+                "no-workflows-directory",
                 "this server starts no workflow over HTTP: start it with `weft serve --workflows \
                  DIR`, then name a workflow by its `id` or by its file relative to DIR",
             )
@@ -75,6 +76,7 @@ impl Catalog {
         let outside = || {
             ApiError::new(
                 StatusCode::FORBIDDEN,
+                "outside-workflows-directory",
                 format!(
                     "`{shown}` is not a file of the workflows directory: name a file relative to \
                      it, with no `..` and no leading `/`"
@@ -89,6 +91,7 @@ impl Catalog {
             if e.kind() == std::io::ErrorKind::NotFound {
                 ApiError::new(
                     StatusCode::NOT_FOUND,
+                    "unknown-workflow",
                     format!("the workflows directory has no file `{shown}`"),
                 )
             } else {
@@ -115,6 +118,7 @@ impl Catalog {
             [one] => Ok(dir.join(&one.file)),
             [] => Err(ApiError::new(
                 StatusCode::NOT_FOUND,
+                "unknown-workflow",
                 format!(
                     "no workflow file in the workflows directory has id `{shown}`; \
                      `GET /workflows` lists those it has"
@@ -122,6 +126,7 @@ impl Catalog {
             )),
             many => Err(ApiError::new(
                 StatusCode::CONFLICT,
+                "ambiguous-workflow",
                 format!(
                     "workflow id `{shown}` is in several files ({}): name the file instead",
                     many.iter()

@@ -54,6 +54,7 @@ impl Guard {
         let refuse = || {
             ApiError::new(
                 StatusCode::FORBIDDEN,
+                "host-refused",
                 format!(
                     "this server does not answer to host `{}`; if that name is how it is reached, \
                      start it with `--allow-host NAME`",
@@ -93,6 +94,7 @@ impl Guard {
             if write && !matches!(site, "same-origin" | "none") {
                 return Err(ApiError::new(
                     StatusCode::FORBIDDEN,
+                    "origin-refused",
                     format!("a {site} request may not change runs"),
                 ));
             }
@@ -110,6 +112,7 @@ impl Guard {
         }
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
+            "origin-refused",
             format!(
                 "requests from origin `{}` are refused; to let pages of that origin use this \
                  server, start it with `--cors-origin ORIGIN`",
@@ -134,6 +137,7 @@ impl Guard {
             Some(sent) if bool::from(sent.as_bytes().ct_eq(token.as_bytes())) => Ok(()),
             _ => Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
+                "token-required",
                 "this server takes writes only with its token: send `Authorization: Bearer \
                  TOKEN`, the token the server was started with (`--token-env NAME`) or printed \
                  when it started",

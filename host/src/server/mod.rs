@@ -1,20 +1,8 @@
 //! `weft serve`: the HTTP API and a small web view of runs, over one runtime.
 //!
-//! | route | does |
-//! |---|---|
-//! | `GET /` | the web view: runs, newest first, each linking to its record |
-//! | `GET /runs?workflow=W&status=S` | run summaries |
-//! | `GET /workflows` | the workflows `POST /runs` may start: `[{id, file}]` |
-//! | `POST /runs` `{workflow | file, input?, run_id?}` | start a run of a workflow of the workflows directory, by its `id` or its file relative to the directory; `?wait=true` waits |
-//! | `GET /runs/{id}` | the run record (WORKFLOW-FORMAT.md §3) |
-//! | `GET /runs/{id}/events?from_seq=N&follow=true` | events as NDJSON, past then live |
-//! | `POST /runs/{id}/resume` `{step?, label?, foreach_index?, data?}` | resume |
-//! | `POST /runs/{id}/cancel` | cancel |
-//!
-//! Refusals answer 400 (bad request), 401 (a write without the token), 403 (a host, origin or
-//! file the server does not serve), 404 (unknown run or workflow), 409 (the run's status
-//! forbids it), 413 (a body over the limit) or 503 (too many event streams) with
-//! `{"error": message}`; a full disk holding the home answers 507, other failures 500.
+//! The routes, the error shape and the guards are described in `docs/SERVER.md`; this module
+//! wires them: `api` holds the handlers, `catalog` the workflows directory, `guard` the
+//! host, origin and token checks, `listen` the connection limits, `page` the web view.
 //! [`ServeConfig`] holds what the server allows and its limits.
 
 mod api;
@@ -76,9 +64,13 @@ pub fn router(rt: Runtime, bound: SocketAddr, config: &ServeConfig) -> std::io::
         .route("/workflows", get(api::workflows))
         .route("/runs", get(api::list).post(api::start))
         .route("/runs/{id}", get(api::show))
+        .route("/runs/{id}/workflow", get(api::definition))
         .route("/runs/{id}/events", get(api::events))
         .route("/runs/{id}/resume", post(api::resume))
         .route("/runs/{id}/cancel", post(api::cancel))
+        .route("/runs/{id}/rerun", post(api::rerun))
+        .fallback(error::no_route)
+        .method_not_allowed_fallback(error::no_method)
         .with_state(app)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(guard, guard::check));

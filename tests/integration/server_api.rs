@@ -1,0 +1,314 @@
+//! The HTTP API's conventions: one error shape for every refusal (axum's own included), 409 for
+//! a taken run id, `Location` on 201, cursor pages of runs with RFC 3339 times, re-runs, a
+//! run's definition, and events as Server-Sent Events resumed by `Last-Event-ID`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use weft::engine::RunStatus;
+
+use crate::common::Env;
+use crate::server::{exchange, http, serve};
+
+/// Only for a test that would otherwise hang: nothing waits on it for timing.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+const TWO: &str = r#"
+id: two
+steps:
+  - map: { id: a, expr: '{ n: 1 }' }
+  - map: { id: b, expr: '{ n: (.input.n + 1) }' }
+"#;
+
+const APPROVAL: &str = r#"
+id: approval
+plugins:
+  approval: { wasm: "{approval}" }
+steps:
+  - { id: approve, plugin: approval, config: { limit: 10 } }
+"#;
+
+/// The `error` member of a refusal, checked for its shape.
+fn error_of(body: &str) -> (String, String) {
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
+    let code = v["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no code: {v}"));
+    let message = v["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no message: {v}"));
+    assert!(!message.is_empty(), "{v}");
+    (code.to_owned(), message.to_owned())
+}
+
+/// Sends raw `request` text (after the request line's path) and returns status and body.
+async fn raw(addr: std::net::SocketAddr, request: String) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.expect("read");
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test]
+async fn every_refusal_has_one_json_shape_axums_own_included() {
+    let env = Env::new();
+    env.file("two.yaml", TWO);
+    let addr = serve(&env).await;
+    let (status, body) = http(addr, "GET", "/nowhere", None).await;
+    assert_eq!(
+        (status, error_of(&body).0.as_str()),
+        (404, "no-route"),
+        "{body}"
+    );
+    let (status, body) = http(addr, "DELETE", "/runs", None).await;
+    assert_eq!(
+        (status, error_of(&body).0.as_str()),
+        (405, "method-not-allowed")
+    );
+    let (status, body) = http(addr, "GET", "/runs?limit=many", None).await;
+    assert_eq!(
+        (status, error_of(&body).0.as_str()),
+        (400, "bad-request"),
+        "{body}"
+    );
+    let (status, body) = http(addr, "GET", "/runs?limit=0", None).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = http(addr, "GET", "/runs?cursor=garbage", None).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = http(addr, "GET", "/runs?status=done", None).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        error_of(&body).1.contains("unknown status `done`"),
+        "{body}"
+    );
+    let (status, body) = http(addr, "POST", "/runs", Some(json!({ "fil": "two.yaml" }))).await;
+    assert_eq!(status, 422, "{body}");
+    error_of(&body);
+    let not_json = format!(
+        "POST /runs HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: 5\r\n\r\n{{nope"
+    );
+    let (status, body) = raw(addr, not_json).await;
+    assert_eq!(
+        (status, error_of(&body).0.as_str()),
+        (400, "bad-request"),
+        "{body}"
+    );
+    let plain = format!(
+        "POST /runs HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\n{{}}"
+    );
+    let (status, body) = raw(addr, plain).await;
+    assert_eq!(
+        (status, error_of(&body).0.as_str()),
+        (415, "not-json"),
+        "{body}"
+    );
+    let (status, body) = http(addr, "GET", "/runs/nope", None).await;
+    assert_eq!((status, error_of(&body).0.as_str()), (404, "unknown-run"));
+}
+
+#[tokio::test]
+async fn a_start_answers_201_with_location_and_a_taken_run_id_409() {
+    let env = Env::new();
+    env.file("two.yaml", TWO);
+    let addr = serve(&env).await;
+    let start = json!({ "workflow": "two", "input": { "n": 1 }, "run_id": "taken" });
+    let (status, head, body) = exchange(addr, "POST", "/runs", &[], Some(start.clone())).await;
+    assert_eq!(status, 201, "{body}");
+    assert!(
+        head.to_ascii_lowercase().contains("location: /runs/taken"),
+        "{head}"
+    );
+    env.rt.wait("taken").await.expect("wait");
+    let (status, _, body) = exchange(addr, "POST", "/runs", &[], Some(start)).await;
+    assert_eq!(status, 409, "{body}");
+    let (code, message) = error_of(&body);
+    assert_eq!(code, "run-exists");
+    assert!(message.contains("pick another `run_id`"), "{message}");
+}
+
+#[tokio::test]
+async fn runs_come_in_cursor_pages_newest_first_with_rfc3339_times_and_filters() {
+    let env = Env::new();
+    env.file("two.yaml", TWO);
+    let addr = serve(&env).await;
+    for i in 0..5 {
+        let start = json!({ "workflow": "two", "run_id": format!("r{i}") });
+        let (status, body) = http(addr, "POST", "/runs?wait=true", Some(start)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let all: Vec<String> = env
+        .rt
+        .runs(None, None)
+        .expect("runs")
+        .into_iter()
+        .map(|r| r.run_id)
+        .collect();
+    let mut paged = Vec::new();
+    let mut path = "/runs?limit=2".to_owned();
+    loop {
+        let (status, body) = http(addr, "GET", &path, None).await;
+        assert_eq!(status, 200, "{body}");
+        let page: Value = serde_json::from_str(&body).expect("JSON");
+        let runs = page["runs"].as_array().expect("runs");
+        assert!(runs.len() <= 2);
+        for r in runs {
+            let at = r["created_at"].as_str().expect("a string time");
+            assert!(chrono::DateTime::parse_from_rfc3339(at).is_ok(), "{at}");
+            paged.push(r["run_id"].as_str().expect("id").to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => path = format!("/runs?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(
+        paged, all,
+        "every run once, in the store's newest-first order"
+    );
+    let (_, body) = http(
+        addr,
+        "GET",
+        "/runs?status=success&workflow=two&limit=1000",
+        None,
+    )
+    .await;
+    let page: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(page["runs"].as_array().map(Vec::len), Some(5));
+    let (_, body) = http(addr, "GET", "/runs?workflow=other", None).await;
+    let page: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(page, json!({ "runs": [], "next_cursor": null }));
+}
+
+#[tokio::test]
+async fn s94_a_rerun_over_http_starts_from_the_step_and_the_definition_is_served() {
+    let env = Env::new();
+    env.file("two.yaml", TWO);
+    let addr = serve(&env).await;
+    let start = json!({ "workflow": "two", "input": { "n": 1 }, "run_id": "first" });
+    let (status, body) = http(addr, "POST", "/runs?wait=true", Some(start)).await;
+    assert_eq!(status, 200, "{body}");
+    let again = json!({ "from_step": "b", "input": { "n": 41 }, "run_id": "again" });
+    let (status, head, body) = exchange(
+        addr,
+        "POST",
+        "/runs/first/rerun?wait=true",
+        &[],
+        Some(again),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        head.to_ascii_lowercase().contains("location: /runs/again"),
+        "{head}"
+    );
+    let record: Value = serde_json::from_str(&body).expect("record");
+    assert_eq!(record["result"], json!({ "n": 42 }));
+    assert_eq!(record["restarted_from"]["run_id"], "first", "{record}");
+    let (status, body) = http(addr, "GET", "/runs/first/workflow", None).await;
+    assert_eq!(status, 200, "{body}");
+    let def: Value = serde_json::from_str(&body).expect("JSON");
+    let mermaid = def["mermaid"].as_str().expect("mermaid");
+    assert!(
+        mermaid.starts_with("flowchart") && mermaid.contains('b'),
+        "{mermaid}"
+    );
+    assert!(def["graph"].is_object(), "{def}");
+}
+
+/// Reads an SSE stream until `done` holds for what arrived (or the stream ends).
+async fn read_sse(stream: &mut TcpStream, seen: &mut String, done: impl Fn(&str) -> bool) {
+    let mut buf = [0u8; 4096];
+    let read = tokio::time::timeout(HANG_GUARD, async {
+        while !done(seen) {
+            let n = stream.read(&mut buf).await.expect("read");
+            if n == 0 {
+                return;
+            }
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the stream delivered: {seen}");
+}
+
+/// The `id:` lines of an SSE text, in order.
+fn ids(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("id: ").or_else(|| l.strip_prefix("id:")))
+        .filter_map(|v| v.trim().parse().ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn events_as_server_sent_events_follow_live_and_resume_after_last_event_id() {
+    let env = Env::new();
+    env.file("approval.yaml", APPROVAL);
+    let addr = serve(&env).await;
+    let start = json!({ "workflow": "approval", "input": { "amount": 50 }, "run_id": "s" });
+    let (status, body) = http(addr, "POST", "/runs?wait=true", Some(start)).await;
+    assert_eq!(status, 200, "{body}");
+
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let request =
+        format!("GET /runs/s/events HTTP/1.1\r\nhost: {addr}\r\naccept: text/event-stream\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut seen = String::new();
+    read_sse(&mut stream, &mut seen, |t| {
+        t.contains("event: run-suspended")
+    })
+    .await;
+    assert!(
+        seen.to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{seen}"
+    );
+    // Live: the resume's events arrive on the same stream, through to the closing event.
+    let resume = json!({ "label": "manager", "data": { "approved": true, "by": "ana" } });
+    let (status, body) = http(addr, "POST", "/runs/s/resume", Some(resume)).await;
+    assert_eq!(status, 202, "{body}");
+    read_sse(&mut stream, &mut seen, |t| {
+        t.contains("event: run-succeeded")
+    })
+    .await;
+    let all = ids(&seen);
+    assert_eq!(all, (1..=all.len() as u64).collect::<Vec<_>>(), "{seen}");
+    assert_eq!(
+        env.rt.wait("s").await.expect("wait").status,
+        RunStatus::Success
+    );
+
+    // A reconnect after event 2 gets 3 onwards, no gap, no duplicate.
+    let mut again = TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "GET /runs/s/events HTTP/1.1\r\nhost: {addr}\r\naccept: text/event-stream\r\nlast-event-id: 2\r\nconnection: close\r\n\r\n"
+    );
+    again.write_all(request.as_bytes()).await.expect("send");
+    let mut rest = String::new();
+    read_sse(&mut again, &mut rest, |_| false).await;
+    assert_eq!(
+        ids(&rest),
+        (3..=all.len() as u64).collect::<Vec<_>>(),
+        "{rest}"
+    );
+    // After the last event, nothing more will come: 204 stops an EventSource.
+    let last = all.len().to_string();
+    let headers = [
+        ("accept", "text/event-stream"),
+        ("last-event-id", last.as_str()),
+    ];
+    let (status, _, _) = exchange(addr, "GET", "/runs/s/events", &headers, None).await;
+    assert_eq!(status, 204);
+}
