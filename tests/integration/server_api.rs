@@ -312,3 +312,188 @@ async fn events_as_server_sent_events_follow_live_and_resume_after_last_event_id
     let (status, _, _) = exchange(addr, "GET", "/runs/s/events", &headers, None).await;
     assert_eq!(status, 204);
 }
+
+/// Checks `body`, the answer to `method template` with `status`, against the schema the
+/// OpenAPI document gives for it.
+fn conforms(doc: &Value, method: &str, template: &str, status: u16, content: &str, body: &Value) {
+    let schema = &doc["paths"][template][method]["responses"][status.to_string()]["content"]
+        [content]["schema"];
+    assert!(
+        !schema.is_null(),
+        "the document has no {content} schema for {method} {template} {status}"
+    );
+    let root = json!({ "components": doc["components"], "allOf": [schema] });
+    let validator = jsonschema::draft202012::new(&root).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(body)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{method} {template} {status} does not match the document: {errors:?}\n{body}"
+    );
+}
+
+const FAILS: &str = r#"
+id: fails
+steps:
+  - map: { id: boom, expr: 'error("no")' }
+"#;
+
+#[tokio::test]
+async fn the_openapi_document_covers_every_route_and_the_server_answers_as_it_says() {
+    let env = Env::new();
+    env.file("two.yaml", TWO);
+    env.file("approval.yaml", APPROVAL);
+    env.file("fails.yaml", FAILS);
+    let addr = serve(&env).await;
+    let (status, body) = http(addr, "GET", "/openapi.json", None).await;
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&body).expect("JSON");
+    assert!(
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
+        "{doc}"
+    );
+    for (template, methods) in [
+        ("/runs", &["get", "post"][..]),
+        ("/workflows", &["get"]),
+        ("/runs/{id}", &["get"]),
+        ("/runs/{id}/workflow", &["get"]),
+        ("/runs/{id}/events", &["get"]),
+        ("/runs/{id}/resume", &["post"]),
+        ("/runs/{id}/cancel", &["post"]),
+        ("/runs/{id}/rerun", &["post"]),
+    ] {
+        for m in methods {
+            assert!(
+                doc["paths"][template][m].is_object(),
+                "{m} {template} is documented"
+            );
+        }
+    }
+
+    // The check catches a mismatch: a run id that is a number is no answer to a start.
+    let wrong = json!({ "run_id": 5 });
+    let caught = std::panic::catch_unwind(|| {
+        conforms(&doc, "post", "/runs", 201, "application/json", &wrong);
+    });
+    assert!(caught.is_err(), "a wrong answer is caught");
+
+    // Each call: method, template, path, body; then its status and answer checked.
+    let calls: Vec<(&str, &str, &str, Option<Value>, u16)> = vec![
+        (
+            "post",
+            "/runs",
+            "/runs",
+            Some(json!({ "workflow": "approval", "input": { "amount": 50 }, "run_id": "o1" })),
+            201,
+        ),
+        (
+            "post",
+            "/runs",
+            "/runs?wait=true",
+            Some(json!({ "workflow": "two", "input": { "n": 1 }, "run_id": "o2" })),
+            200,
+        ),
+        (
+            "post",
+            "/runs",
+            "/runs?wait=true",
+            Some(json!({ "workflow": "fails", "run_id": "o3" })),
+            200,
+        ),
+        (
+            "post",
+            "/runs",
+            "/runs",
+            Some(json!({ "workflow": "two", "run_id": "o2" })),
+            409,
+        ),
+        (
+            "post",
+            "/runs",
+            "/runs",
+            Some(json!({ "file": "/etc/passwd" })),
+            403,
+        ),
+        ("get", "/runs", "/runs?limit=2", None, 200),
+        ("get", "/runs", "/runs?limit=0", None, 400),
+        ("get", "/workflows", "/workflows", None, 200),
+        ("get", "/runs/{id}", "/runs/o2", None, 200),
+        ("get", "/runs/{id}", "/runs/o3", None, 200),
+        ("get", "/runs/{id}", "/runs/nope", None, 404),
+        ("get", "/runs/{id}", "/runs/bad!", None, 400),
+        ("get", "/runs/{id}/workflow", "/runs/o2/workflow", None, 200),
+        ("post", "/runs/{id}/cancel", "/runs/o2/cancel", None, 409),
+        (
+            "post",
+            "/runs/{id}/rerun",
+            "/runs/o2/rerun?wait=true",
+            Some(json!({ "from_step": "b", "run_id": "o4" })),
+            200,
+        ),
+        (
+            "post",
+            "/runs/{id}/rerun",
+            "/runs/o2/rerun",
+            Some(json!({ "from_step": "b", "run_id": "o5" })),
+            201,
+        ),
+        (
+            "post",
+            "/runs/{id}/resume",
+            "/runs/o2/resume",
+            Some(json!({ "data": {} })),
+            409,
+        ),
+    ];
+    for (method, template, path, body, expected) in calls {
+        if path == "/runs/o2/cancel" || template == "/runs/{id}/workflow" {
+            env.rt.wait("o2").await.expect("wait");
+        }
+        let (status, text) = http(addr, &method.to_uppercase(), path, body).await;
+        assert_eq!(status, expected, "{method} {path}: {text}");
+        let answer: Value = serde_json::from_str(&text).expect("a JSON answer");
+        conforms(&doc, method, template, status, "application/json", &answer);
+    }
+    // The suspended run's record, its resume, and its events line by line.
+    let rec = env.rt.wait("o1").await.expect("wait");
+    assert_eq!(rec.status, RunStatus::Suspended);
+    let (status, text) = http(addr, "GET", "/runs/o1", None).await;
+    let answer: Value = serde_json::from_str(&text).expect("JSON");
+    conforms(
+        &doc,
+        "get",
+        "/runs/{id}",
+        status,
+        "application/json",
+        &answer,
+    );
+    let resume = json!({ "label": "manager", "data": { "approved": true, "by": "ana" } });
+    let (status, text) = http(addr, "POST", "/runs/o1/resume", Some(resume)).await;
+    let answer: Value = serde_json::from_str(&text).expect("JSON");
+    conforms(
+        &doc,
+        "post",
+        "/runs/{id}/resume",
+        status,
+        "application/json",
+        &answer,
+    );
+    env.rt.wait("o1").await.expect("wait");
+    let (status, text) = http(addr, "GET", "/runs/o1/events", None).await;
+    assert_eq!(status, 200);
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let event: Value = serde_json::from_str(line).expect("an event");
+        conforms(
+            &doc,
+            "get",
+            "/runs/{id}/events",
+            200,
+            "application/x-ndjson",
+            &event,
+        );
+    }
+}

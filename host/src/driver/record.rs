@@ -17,6 +17,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 
 /// A run as `weft show --json` prints it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct RunRecord {
     /// The run's id.
     pub run_id: String,
@@ -89,6 +90,7 @@ impl RunRecord {
 
 /// One stored tracking event (WORKFLOW-FORMAT.md §4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct StoredEvent {
     /// Strictly increasing per run, from 1.
     pub seq: u64,

@@ -58,6 +58,7 @@ pub struct StepsView {
 
 /// The kinds of tracking events (WORKFLOW-FORMAT.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum EventKind {
     /// The run started.

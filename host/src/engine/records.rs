@@ -11,6 +11,7 @@ pub(crate) fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<V
 
 /// An error as records and events show it (S83).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct ErrorInfo {
     /// One line.
     pub message: String,
@@ -31,6 +32,7 @@ pub struct ErrorInfo {
 
 /// A tripped guardrail as the run record shows it (S82, S112).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct TripwireInfo {
     /// Why it tripped.
     pub reason: String,
@@ -44,6 +46,7 @@ pub struct TripwireInfo {
 
 /// Status of one entry's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum StepStatus {
     /// Ended with an output.
@@ -64,6 +67,7 @@ pub enum StepStatus {
 
 /// One foreach item of a step inside a foreach body (S31).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct ItemRecord {
     /// The item's index.
     pub index: u32,
@@ -87,6 +91,7 @@ pub struct ItemRecord {
 
 /// The record of one entry, keyed by path in the run record (S7).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct StepRecord {
     /// Where it stands.
     pub status: StepStatus,
@@ -179,6 +184,7 @@ impl StepRecord {
 
 /// Where a re-run came from (S99).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct RestartedFrom {
     /// The source run.
     pub run_id: String,
@@ -188,6 +194,7 @@ pub struct RestartedFrom {
 
 /// One suspended step or item as the run record lists it (S66, S112).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct SuspendedEntry {
     /// The step's full path.
     pub path: String,

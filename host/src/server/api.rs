@@ -12,9 +12,12 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 
 use super::App;
-use super::error::ApiError;
+use super::catalog::Entry;
+use super::error::{ApiError, ErrorBody};
+use crate::driver::{RunRecord, StoredEvent};
 use crate::engine::{ResumeRequest, RunStatus, rfc3339};
 use crate::store::RunSummary;
 use crate::workflow::LoadedWorkflow;
@@ -25,6 +28,19 @@ fn run_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     crate::run_id::check_run_id(&id)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-run-id", e.to_string()))?;
     Ok(id)
+}
+
+/// A run, by id: what a start, a resume or a cancel answers.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct RunRef {
+    /// The run's id.
+    run_id: String,
+}
+
+fn run_ref(id: &str) -> Value {
+    json!(RunRef {
+        run_id: id.to_owned()
+    })
 }
 
 /// A `201 Created` (or, after a wait, `200`) naming the run at `Location`.
@@ -40,19 +56,28 @@ fn created(status: StatusCode, id: &str, body: Value) -> Response {
 const MAX_PAGE: usize = 1000;
 const DEFAULT_PAGE: usize = 100;
 
-#[derive(Deserialize)]
+/// Which runs a page lists.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
+    /// Only runs of this workflow id.
     workflow: Option<String>,
+    /// Only runs with this status.
     status: Option<String>,
+    /// Runs in a page, 1 to 1000 (default 100).
     limit: Option<usize>,
+    /// Where the page starts: the `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
 /// A run in a list.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct RunItem {
+    /// The run's id.
     run_id: String,
+    /// Its top-level workflow's id.
     workflow_id: String,
+    /// Where it stands.
     status: RunStatus,
     /// RFC 3339.
     created_at: String,
@@ -73,9 +98,11 @@ impl From<&RunSummary> for RunItem {
 }
 
 /// One page of runs, newest first; `next_cursor` fetches the next one.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct RunPage {
+    /// The runs of this page.
     runs: Vec<RunItem>,
+    /// The cursor of the next page; `null` on the last one.
     next_cursor: Option<String>,
 }
 
@@ -89,6 +116,11 @@ fn parse_cursor(cursor: &str) -> Option<(i64, &str)> {
     Some((at.parse().ok()?, id))
 }
 
+/// A page of runs, newest first, optionally filtered.
+#[utoipa::path(get, path = "/runs", params(ListQuery), responses(
+    (status = 200, description = "A page of runs", body = RunPage),
+    (status = 400, description = "A filter, limit or cursor that does not parse", body = ErrorBody),
+))]
 pub(crate) async fn list(
     State(app): State<App>,
     q: Result<Query<ListQuery>, QueryRejection>,
@@ -135,7 +167,11 @@ pub(crate) async fn list(
     .into_response())
 }
 
-/// The workflows `POST /runs` may start: `[{id, file}]`.
+/// The workflows `POST /runs` may start.
+#[utoipa::path(get, path = "/workflows", responses(
+    (status = 200, description = "The workflow files of the workflows directory", body = Vec<Entry>),
+    (status = 403, description = "The server has no workflows directory", body = ErrorBody),
+))]
 pub(crate) async fn workflows(State(app): State<App>) -> Result<Response, ApiError> {
     let catalog = app.catalog.clone();
     let list = tokio::task::spawn_blocking(move || catalog.list())
@@ -145,7 +181,7 @@ pub(crate) async fn workflows(State(app): State<App>) -> Result<Response, ApiErr
 }
 
 /// A workflow named by a request: by `id`, or by a file relative to the workflows directory.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
 pub(crate) struct Named {
     /// The `id` of a workflow file of the workflows directory.
     #[serde(default)]
@@ -155,19 +191,25 @@ pub(crate) struct Named {
     file: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// What to start: a workflow of the workflows directory, by `workflow` (its id) or `file`.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StartBody {
     #[serde(flatten)]
     named: Named,
+    /// The run's input (default `{}`), checked against the workflow's input schema.
     #[serde(default)]
     input: Option<Value>,
+    /// The new run's id; one is made when it is not given.
     #[serde(default)]
     run_id: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// Whether to answer only once the run has settled.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct WaitQuery {
+    /// Answer with the run record once the run has ended or suspended.
     #[serde(default)]
     wait: bool,
 }
@@ -207,6 +249,17 @@ async fn load(
     .map_err(|e| ApiError::internal(e.to_string()))?
 }
 
+/// Starts a run of a workflow of the workflows directory.
+#[utoipa::path(post, path = "/runs", params(WaitQuery), request_body = StartBody, responses(
+    (status = 201, description = "Started; `Location` names the run", body = RunRef),
+    (status = 200, description = "With `wait=true`: the run record once it settled", body = RunRecord),
+    (status = 400, description = "Bad JSON, input or workflow", body = ErrorBody),
+    (status = 403, description = "A file outside the workflows directory", body = ErrorBody),
+    (status = 404, description = "No such workflow", body = ErrorBody),
+    (status = 409, description = "The run id is taken", body = ErrorBody),
+    (status = 413, description = "The body is over the limit", body = ErrorBody),
+    (status = 422, description = "A body member the API does not know", body = ErrorBody),
+))]
 pub(crate) async fn start(
     State(app): State<App>,
     q: Result<Query<WaitQuery>, QueryRejection>,
@@ -229,10 +282,11 @@ pub(crate) async fn start(
         let record = serde_json::to_value(record).map_err(|e| ApiError::internal(e.to_string()))?;
         return Ok(created(StatusCode::OK, &id, record));
     }
-    Ok(created(StatusCode::CREATED, &id, json!({ "run_id": id })))
+    Ok(created(StatusCode::CREATED, &id, run_ref(&id)))
 }
 
-#[derive(Deserialize)]
+/// Where a re-run starts, and with what.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RerunBody {
     /// The step to start from, by path (S94).
@@ -248,6 +302,13 @@ pub(crate) struct RerunBody {
 }
 
 /// Starts a new run from a step of an ended run (S94–S99).
+#[utoipa::path(post, path = "/runs/{id}/rerun", params(("id" = String, Path, description = "The ended run"), WaitQuery), request_body = RerunBody, responses(
+    (status = 201, description = "Started; `Location` names the new run", body = RunRef),
+    (status = 200, description = "With `wait=true`: the new run's record once it settled", body = RunRecord),
+    (status = 400, description = "A bad step, input or workflow", body = ErrorBody),
+    (status = 404, description = "No such run", body = ErrorBody),
+    (status = 409, description = "The run has not ended, or the new run id is taken", body = ErrorBody),
+))]
 pub(crate) async fn rerun(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
@@ -272,9 +333,15 @@ pub(crate) async fn rerun(
         let record = serde_json::to_value(record).map_err(|e| ApiError::internal(e.to_string()))?;
         return Ok(created(StatusCode::OK, &id, record));
     }
-    Ok(created(StatusCode::CREATED, &id, json!({ "run_id": id })))
+    Ok(created(StatusCode::CREATED, &id, run_ref(&id)))
 }
 
+/// The run record.
+#[utoipa::path(get, path = "/runs/{id}", params(("id" = String, Path, description = "The run")), responses(
+    (status = 200, description = "The run record", body = RunRecord),
+    (status = 400, description = "An invalid run id", body = ErrorBody),
+    (status = 404, description = "No such run", body = ErrorBody),
+))]
 pub(crate) async fn show(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
@@ -283,7 +350,22 @@ pub(crate) async fn show(
     Ok(Json(app.rt.show(&id).await?).into_response())
 }
 
+/// The workflow a run follows, as stored when it started.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Definition {
+    /// The checked workflow graph.
+    #[schema(value_type = Object)]
+    graph: Value,
+    /// The graph as a Mermaid flowchart.
+    mermaid: String,
+}
+
 /// The workflow a run follows, as stored when it started: the graph, and a Mermaid drawing.
+#[utoipa::path(get, path = "/runs/{id}/workflow", params(("id" = String, Path, description = "The run")), responses(
+    (status = 200, description = "The run's workflow", body = Definition),
+    (status = 400, description = "An invalid run id", body = ErrorBody),
+    (status = 404, description = "No such run", body = ErrorBody),
+))]
 pub(crate) async fn definition(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
@@ -291,13 +373,18 @@ pub(crate) async fn definition(
     let id = run_id(id)?;
     let graph = app.rt.definition(&id)?;
     let mermaid = crate::engine::draw::draw(&graph, crate::engine::draw::Format::Mermaid);
-    Ok(Json(json!({ "graph": graph, "mermaid": mermaid })).into_response())
+    let graph = serde_json::to_value(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(Definition { graph, mermaid }).into_response())
 }
 
-#[derive(Deserialize)]
+/// Which events, and whether to follow the run.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
+    /// The first event's `seq` (default 1).
     #[serde(default)]
     from_seq: Option<u64>,
+    /// Go on with live events until the run closes (Server-Sent Events always do).
     #[serde(default)]
     follow: bool,
 }
@@ -314,6 +401,16 @@ fn wants_sse(headers: &HeaderMap) -> bool {
 /// the client accepts `text/event-stream` (always live, `id:` the event's `seq`, resumed after
 /// `Last-Event-ID` with no gap and no duplicate; `204` once nothing more will come, which
 /// tells an `EventSource` to stop reconnecting).
+#[utoipa::path(get, path = "/runs/{id}/events", params(("id" = String, Path, description = "The run"), EventsQuery), responses(
+    (status = 200, description = "The events, one JSON object a line, or Server-Sent Events", content(
+        (StoredEvent = "application/x-ndjson"),
+        (String = "text/event-stream"),
+    )),
+    (status = 204, description = "Server-Sent Events: nothing more will come"),
+    (status = 400, description = "An invalid run id", body = ErrorBody),
+    (status = 404, description = "No such run", body = ErrorBody),
+    (status = 503, description = "Too many event streams are open", body = ErrorBody),
+))]
 pub(crate) async fn events(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
@@ -394,15 +491,27 @@ pub(crate) async fn events(
         .unwrap_or_default())
 }
 
-#[derive(Deserialize, Default)]
+/// Which suspended steps to resume, and with what (S67–S70).
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResumeBody {
+    /// The suspended step, by path.
     step: Option<String>,
+    /// A label of the suspension.
     label: Option<String>,
+    /// The foreach item, when the step is inside one.
     foreach_index: Option<u32>,
+    /// The resume data, checked against the step's resume schema.
     data: Option<Value>,
 }
 
+/// Resumes suspended steps; with no body, recovers a run no process drives (S101).
+#[utoipa::path(post, path = "/runs/{id}/resume", params(("id" = String, Path, description = "The run")), request_body(content = Option<ResumeBody>, description = "What to resume; no body recovers a stopped run"), responses(
+    (status = 202, description = "Resumed", body = RunRef),
+    (status = 400, description = "Bad data, or nothing it names is suspended", body = ErrorBody),
+    (status = 404, description = "No such run", body = ErrorBody),
+    (status = 409, description = "The run is not suspended", body = ErrorBody),
+))]
 pub(crate) async fn resume(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
@@ -434,14 +543,20 @@ pub(crate) async fn resume(
         data: body.data.unwrap_or_else(|| json!({})),
     });
     app.rt.resume_or_recover(&id, request).await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": id }))).into_response())
+    Ok((StatusCode::ACCEPTED, Json(run_ref(&id))).into_response())
 }
 
+/// Cancels a run (S74–S78).
+#[utoipa::path(post, path = "/runs/{id}/cancel", params(("id" = String, Path, description = "The run")), responses(
+    (status = 202, description = "Cancelled", body = RunRef),
+    (status = 404, description = "No such run", body = ErrorBody),
+    (status = 409, description = "The run has ended", body = ErrorBody),
+))]
 pub(crate) async fn cancel(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let id = run_id(id)?;
     app.rt.cancel(&id).await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": id }))).into_response())
+    Ok((StatusCode::ACCEPTED, Json(run_ref(&id))).into_response())
 }

@@ -25,7 +25,7 @@ pub(crate) struct Catalog {
 }
 
 /// A workflow file of the directory.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub(crate) struct Entry {
     /// The workflow's `id`.
     pub(crate) id: String,

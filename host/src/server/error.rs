@@ -22,14 +22,14 @@ pub(crate) struct ApiError {
 }
 
 /// The body of every refusal.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// What went wrong.
     pub error: ErrorDetail,
 }
 
 /// What went wrong.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
     /// A stable kebab-case word: `bad-request`, `invalid-run-id`, `unknown-run`, ...
     pub code: String,

@@ -2,7 +2,8 @@
 //!
 //! The routes, the error shape and the guards are described in `docs/SERVER.md`; this module
 //! wires them: `api` holds the handlers, `catalog` the workflows directory, `guard` the
-//! host, origin and token checks, `listen` the connection limits, `page` the web view.
+//! host, origin and token checks, `listen` the connection limits, `openapi` the OpenAPI
+//! document, `page` the web view.
 //! [`ServeConfig`] holds what the server allows and its limits.
 
 mod api;
@@ -11,6 +12,7 @@ mod config;
 mod error;
 mod guard;
 mod listen;
+mod openapi;
 mod page;
 
 use std::net::SocketAddr;
@@ -61,6 +63,7 @@ pub fn router(rt: Runtime, bound: SocketAddr, config: &ServeConfig) -> std::io::
     let guard = Arc::new(Guard::new(bound, config));
     let mut router = Router::new()
         .route("/", get(page::index))
+        .route("/openapi.json", get(openapi::document))
         .route("/workflows", get(api::workflows))
         .route("/runs", get(api::list).post(api::start))
         .route("/runs/{id}", get(api::show))
