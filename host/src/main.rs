@@ -1,7 +1,5 @@
 //! The `weft` command line.
 
-use std::io::IsTerminal;
-
 use clap::Parser;
 
 /// mimalloc: the store and the JSON layer allocate many small, short-lived buffers, which
@@ -11,17 +9,12 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
-                // sled's own reports of a damaged database repeat what weft's refusal says.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sled=off")),
-        )
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal: a log file or a pipe gets plain text.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
     let cli = weft::cli::Cli::parse();
+    let telemetry = weft::cli::telemetry::init(cli.otlp_endpoint.as_deref());
     let code = weft::cli::main(cli).await;
+    // Spans still buffered are sent before the exit skips every destructor.
+    tokio::task::spawn_blocking(move || telemetry.shutdown())
+        .await
+        .ok();
     std::process::exit(code);
 }

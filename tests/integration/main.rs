@@ -12,6 +12,7 @@ mod durability;
 mod full_disk;
 mod hostile;
 mod loader_hardening;
+mod observability;
 mod plugin;
 mod plugin_host;
 mod rerun;

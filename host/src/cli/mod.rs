@@ -6,6 +6,7 @@
 
 mod control;
 mod output;
+pub mod telemetry;
 
 use std::path::{Path, PathBuf};
 
@@ -64,6 +65,16 @@ pub struct Cli {
     /// The largest resume data accepted, in MiB.
     #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_resume_mib: u64,
+    /// Export traces of runs and step attempts over OTLP/HTTP to this collector (e.g.
+    /// `http://localhost:4318`); `OTEL_EXPORTER_OTLP_PROTOCOL=http/json` picks JSON over
+    /// protobuf.
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT",
+        value_name = "URL"
+    )]
+    pub otlp_endpoint: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Cmd,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
+use tracing::Instrument;
 
 use super::executors::RunExecutors;
 use super::limits;
@@ -76,6 +77,11 @@ pub struct Actor {
     executors: Arc<RunExecutors>,
     /// Storing failed: the actor stops (see [`Actor::halt`]).
     halted: bool,
+    /// The span of this drive of the run: open while the run runs here, closed (and exported)
+    /// once it ends or suspends; a resume opens the next.
+    span: tracing::Span,
+    /// Counts the run as driven while the actor lives.
+    _driven: super::metrics::DrivenGuard,
 }
 
 impl Actor {
@@ -91,6 +97,8 @@ impl Actor {
         next_sub: u32,
     ) -> Self {
         let executors = Arc::new(rt.inner.executors.for_run(graph.clone()));
+        let span = run_span(&state);
+        let _driven = rt.inner.metrics.driving();
         Actor {
             rt,
             state,
@@ -105,6 +113,24 @@ impl Actor {
             in_flight: HashMap::new(),
             executors,
             halted: false,
+            span,
+            _driven,
+        }
+    }
+
+    /// Closes the run's span once the run has ended or suspended, with its outcome, and opens
+    /// a new one when a resume set it running again.
+    fn follow_span(&mut self) {
+        let status = self.state.status;
+        let settled = status.is_ended() || status == RunStatus::Suspended;
+        if settled && !self.span.is_none() {
+            self.span.record("weft.outcome", status.to_string());
+            if matches!(status, RunStatus::Failed | RunStatus::Tripwire) {
+                self.span.record("otel.status_code", "ERROR");
+            }
+            self.span = tracing::Span::none();
+        } else if !settled && self.span.is_none() {
+            self.span = run_span(&self.state);
         }
     }
 
@@ -154,6 +180,7 @@ impl Actor {
                 self.rt.retire(&self.state.run_id);
                 return;
             }
+            self.follow_span();
             if self.halted {
                 // Requests still queued are dropped: their callers ask again, from the store.
                 return;
@@ -425,6 +452,7 @@ impl Actor {
             self.halt(&e);
             return Err(e);
         }
+        self.rt.inner.metrics.transition();
         Ok(Staged { stored, effects })
     }
 
@@ -531,7 +559,11 @@ impl Actor {
         let tx = self.tx.clone();
         let clock = self.rt.clock();
         let executors = self.executors.clone();
-        tokio::spawn(async move {
+        let rt = self.rt.clone();
+        let span = step_span(&self.span, &self.state.run_id, &cmd);
+        rt.inner.metrics.invocation_started();
+        let started = std::time::Instant::now();
+        let task = async move {
             let result = match executors.resolve(&cmd.plugin, &cmd.step).await {
                 Ok(executor) => {
                     let sink = Arc::new(Sink {
@@ -555,13 +587,52 @@ impl Actor {
                 }
                 Err(e) => unavailable(e.to_string()),
             };
+            rt.inner
+                .metrics
+                .invocation_ended(&result, started.elapsed());
+            let span = tracing::Span::current();
+            let outcome = super::metrics::outcome(&result);
+            span.record("weft.outcome", outcome);
+            if matches!(outcome, "failed" | "tripwire") {
+                span.record("otel.status_code", "ERROR");
+            }
             let _ = tx.send(Msg::Event(Event::StepEnded {
                 token,
                 result,
                 at: clock.now_ms(),
             }));
-        });
+        };
+        tokio::spawn(task.instrument(span));
     }
+}
+
+/// The span of one drive of a run (see [`Actor::follow_span`]).
+fn run_span(state: &RunState) -> tracing::Span {
+    tracing::info_span!(
+        "weft.run",
+        otel.name = %format!("run {}", state.workflow_id),
+        weft.run_id = %state.run_id,
+        weft.workflow_id = %state.workflow_id,
+        weft.outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// The span of one step attempt, inside its run's span.
+fn step_span(run: &tracing::Span, run_id: &str, cmd: &Invoke) -> tracing::Span {
+    let call = &cmd.call;
+    tracing::info_span!(
+        parent: run,
+        "weft.step",
+        otel.name = %format!("step {}", call.step_path),
+        weft.run_id = %run_id,
+        weft.step.path = %call.step_path,
+        weft.step.attempt = call.attempt,
+        weft.step.foreach_index = call.foreach_index.map(i64::from),
+        weft.step.iteration = call.iteration.map(i64::from),
+        weft.outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
 }
 
 /// The failure of a step whose executor panicked: a `trap` with the panic's first line.

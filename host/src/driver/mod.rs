@@ -12,6 +12,7 @@ mod config;
 mod executors;
 mod limits;
 mod live_events;
+pub mod metrics;
 mod record;
 mod sync;
 mod unrecoverable;
@@ -199,6 +200,8 @@ struct Inner {
     home: PathBuf,
     /// Runs whose actor stopped because storing their progress failed, with the failure.
     halted: Mutex<HashMap<String, StoreError>>,
+    /// What this runtime counts.
+    metrics: metrics::Metrics,
 }
 
 /// Where a watch ends.
@@ -281,6 +284,7 @@ impl Runtime {
                 natives,
                 home: home.to_path_buf(),
                 halted: Mutex::new(HashMap::new()),
+                metrics: metrics::Metrics::new(),
             }),
         })
     }
@@ -532,6 +536,14 @@ impl Runtime {
         }
         let (state, graph) = self.load(run_id)?;
         Ok(RunRecord::new(&state, &graph))
+    }
+
+    /// Every metric of this runtime in the Prometheus text format (its content type is
+    /// [`metrics::CONTENT_TYPE`]): stored runs by status, runs driven, step invocations in
+    /// flight, transitions, and step latency by outcome.
+    pub fn metrics(&self) -> Result<String, RuntimeError> {
+        let statuses = self.inner.store.runs()?.into_iter().map(|r| r.status);
+        Ok(self.inner.metrics.render(statuses))
     }
 
     /// The workflow graph a run follows, as it was stored when the run started (S10).

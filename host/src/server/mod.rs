@@ -12,6 +12,7 @@ mod config;
 mod error;
 mod guard;
 mod listen;
+mod metrics;
 mod openapi;
 mod page;
 
@@ -64,6 +65,7 @@ pub fn router(rt: Runtime, bound: SocketAddr, config: &ServeConfig) -> std::io::
     let mut router = Router::new()
         .route("/", get(page::index))
         .route("/openapi.json", get(openapi::document))
+        .route("/metrics", get(metrics::metrics))
         .route("/workflows", get(api::workflows))
         .route("/runs", get(api::list).post(api::start))
         .route("/runs/{id}", get(api::show))

@@ -1,0 +1,163 @@
+//! What a runtime counts, in the Prometheus text format (`weft serve` answers it at `/metrics`):
+//! runs by status, runs being driven, invocations in flight, transitions, and each step
+//! invocation's latency by outcome.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::engine::RunStatus;
+use crate::engine::invocation::{InvocationResult, StepOutcome};
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// The label of a step invocation's latency.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+/// The label of a run count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+/// Step latency buckets: 0.25 ms to about 8 s.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
+}
+
+/// A runtime's counters.
+pub(crate) struct Metrics {
+    registry: Mutex<Registry>,
+    runs: Family<StatusLabel, Gauge>,
+    driven: Gauge,
+    in_flight: Gauge,
+    transitions: Counter,
+    step_seconds: Family<OutcomeLabel, Histogram, fn() -> Histogram>,
+}
+
+impl Metrics {
+    /// Fresh counters, registered.
+    pub(crate) fn new() -> Self {
+        let mut registry = Registry::with_prefix("weft");
+        let runs = Family::<StatusLabel, Gauge>::default();
+        let driven = Gauge::default();
+        let in_flight = Gauge::default();
+        let transitions = Counter::default();
+        let step_seconds =
+            Family::<OutcomeLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram,
+            );
+        registry.register("runs", "Stored runs by status", runs.clone());
+        registry.register(
+            "runs_driven",
+            "Runs this process drives now (being run, or waiting on a step or timer)",
+            driven.clone(),
+        );
+        registry.register(
+            "steps_in_flight",
+            "Step invocations under way in this process",
+            in_flight.clone(),
+        );
+        registry.register(
+            "transitions",
+            "Transitions stored by this process",
+            transitions.clone(),
+        );
+        registry.register(
+            "step_duration_seconds",
+            "Time from a step invocation's start to its end, by outcome",
+            step_seconds.clone(),
+        );
+        Metrics {
+            registry: Mutex::new(registry),
+            runs,
+            driven,
+            in_flight,
+            transitions,
+            step_seconds,
+        }
+    }
+
+    /// A run's driver started; dropping the guard says it stopped.
+    pub(crate) fn driving(&self) -> DrivenGuard {
+        self.driven.inc();
+        DrivenGuard(self.driven.clone())
+    }
+
+    /// A step invocation started.
+    pub(crate) fn invocation_started(&self) {
+        self.in_flight.inc();
+    }
+
+    /// A step invocation ended with `result` after `took`.
+    pub(crate) fn invocation_ended(&self, result: &InvocationResult, took: Duration) {
+        self.in_flight.dec();
+        self.step_seconds
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome(result),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// A transition was stored.
+    pub(crate) fn transition(&self) {
+        self.transitions.inc();
+    }
+
+    /// The text of every metric, with the run counts set from `statuses` (every stored run's).
+    pub(crate) fn render(&self, statuses: impl IntoIterator<Item = RunStatus>) -> String {
+        let mut counts = std::collections::BTreeMap::new();
+        for s in [
+            RunStatus::Pending,
+            RunStatus::Running,
+            RunStatus::Suspended,
+            RunStatus::Success,
+            RunStatus::Failed,
+            RunStatus::Tripwire,
+            RunStatus::Cancelled,
+        ] {
+            counts.insert(s.to_string(), 0);
+        }
+        for s in statuses {
+            *counts.entry(s.to_string()).or_default() += 1;
+        }
+        for (status, n) in counts {
+            self.runs.get_or_create(&StatusLabel { status }).set(n);
+        }
+        let mut text = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        // Writing into a String does not fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut text, &registry);
+        text
+    }
+}
+
+/// Counts a run as driven while it lives.
+pub(crate) struct DrivenGuard(Gauge);
+
+impl Drop for DrivenGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// The outcome of an invocation, as a label and a span attribute.
+pub(crate) fn outcome(result: &InvocationResult) -> &'static str {
+    match &result.outcome {
+        Ok(StepOutcome::Done(_)) => "success",
+        Ok(StepOutcome::Suspend { .. }) => "suspended",
+        Ok(StepOutcome::Bail(_)) => "bail",
+        Err(f) if f.tripwire.is_some() => "tripwire",
+        Err(_) => "failed",
+    }
+}
