@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::engine::invocation::{InvocationResult, StepCall};
-use crate::plugin::{Invocation, Plugin, Sandbox};
+use crate::engine::invocation::{InvocationResult, StepCall, StepOutcome};
+use crate::engine::model::StepKind;
+use crate::plugin::{Invocation, Plugin, Sandbox, ToolCall};
 
 /// Runs invocations of steps: one attempt per call.
 ///
@@ -34,6 +35,8 @@ pub struct StepRequest {
     /// The step's name within its executor: the plugin's step, or the name a native step is
     /// registered under.
     pub step: String,
+    /// Whether `step` names a step or a tool (S120); native steps are always steps.
+    pub kind: StepKind,
     /// The call: run, path, attempt, input, config, state and resumption (S12).
     pub call: StepCall,
     /// Where its events go, what it may read of its run (S8), how it is told to stop, and its
@@ -58,9 +61,45 @@ impl StepExecutor for PluginStep {
     fn execute(&self, request: StepRequest) -> BoxFuture<'_, InvocationResult> {
         // A deadline of `None` falls back to the sandbox's `limits.timeout-ms` in the plugin.
         Box::pin(async move {
-            self.plugin
-                .execute(&request.step, &request.call, &self.sandbox, request.io)
-                .await
+            match request.kind {
+                StepKind::Step => {
+                    self.plugin
+                        .execute(&request.step, &request.call, &self.sandbox, request.io)
+                        .await
+                }
+                StepKind::Tool => {
+                    let call = &request.call;
+                    let tool_call = ToolCall {
+                        run_id: call.run_id.clone(),
+                        call_id: call_id(call),
+                        args: call.input.clone(),
+                        config: call.config.clone(),
+                    };
+                    let outcome = self
+                        .plugin
+                        .call_tool(&request.step, tool_call, &self.sandbox, request.io)
+                        .await
+                        .map(StepOutcome::Done);
+                    InvocationResult {
+                        outcome,
+                        patches: Vec::new(),
+                    }
+                }
+            }
         })
     }
+}
+
+/// The `call-id` a tool entry's invocation gives its tool: the entry's path, with its foreach
+/// item and loop iteration, the same for every attempt, so a tool can recognise a retry of a
+/// call it has seen (S120).
+fn call_id(call: &StepCall) -> String {
+    let mut id = call.step_path.clone();
+    if let Some(i) = call.foreach_index {
+        id.push_str(&format!("#{i}"));
+    }
+    if let Some(n) = call.iteration {
+        id.push_str(&format!("@{n}"));
+    }
+    id
 }

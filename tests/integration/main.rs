@@ -23,4 +23,5 @@ mod server_api;
 mod server_security;
 mod step_executor;
 mod store_hardening;
+mod tools;
 mod torture;

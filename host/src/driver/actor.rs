@@ -575,6 +575,7 @@ impl Actor {
                         .with_deadline(cmd.timeout_ms.map(Duration::from_millis));
                     let request = StepRequest {
                         step: cmd.step,
+                        kind: cmd.kind,
                         call: cmd.call,
                         io,
                     };

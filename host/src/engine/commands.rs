@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::invocation::StepCall;
+use super::model::StepKind;
 use super::time::Millis;
 
 /// What the core asks the driver to do.
@@ -39,6 +40,8 @@ pub struct Invoke {
     pub plugin: String,
     /// The step's name in the plugin.
     pub step: String,
+    /// Whether `step` names a step or a tool (S120).
+    pub kind: StepKind,
     /// The call.
     pub call: StepCall,
     /// The step's own timeout, overriding the plugin's.

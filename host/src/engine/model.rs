@@ -176,6 +176,25 @@ pub struct StepDef {
     pub timeout_ms: Option<u64>,
     /// The schemas the plugin declares for this step.
     pub schemas: StepSchemas,
+    /// A step, or a tool the plugin exports (`tool:`, S120).
+    #[serde(default)]
+    pub kind: StepKind,
+    /// Makes the invocation's input from the entry's (`input:`, S119); `None`: the entry's
+    /// input as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Expr>,
+}
+
+/// What a step entry invokes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepKind {
+    /// A step of the plugin's `steps` export (or a native step).
+    #[default]
+    Step,
+    /// A tool of the plugin's `tools` export: called with the input as its arguments, its
+    /// result the entry's output (S120).
+    Tool,
 }
 
 /// The schemas a step declares (`step-info`).

@@ -82,6 +82,8 @@ impl Build {
                 },
                 timeout_ms: None,
                 schemas: StepSchemas::default(),
+                kind: StepKind::Step,
+                input: None,
             })),
             Shape::Map => EntryKind::Map {
                 expr: Expr::new("{m: 1}"),

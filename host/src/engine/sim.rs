@@ -16,7 +16,7 @@ use super::expr::Expr;
 use super::invocation::{InvocationResult, StepCall, StepFailure, StepOutcome, Tripwire};
 use super::model::{
     BranchArm, EntryDef, EntryId, EntryKind, FileDef, FileId, GRAPH_FORMAT, Graph, RetryPolicy,
-    StepDef, StepSchemas,
+    StepDef, StepKind, StepSchemas,
 };
 use super::schema::Schema;
 use super::{
@@ -34,6 +34,7 @@ enum SpecKind {
     Step {
         retry: RetryPolicy,
         schemas: Box<StepSchemas>,
+        input: Option<String>,
     },
     Map(String),
     Sleep {
@@ -99,6 +100,7 @@ pub(crate) fn step(id: &str) -> Spec {
         SpecKind::Step {
             retry: RetryPolicy::default(),
             schemas: Box::default(),
+            input: None,
         },
     )
 }
@@ -191,6 +193,14 @@ impl Spec {
         self
     }
 
+    /// The step's `input:` expression (S119).
+    pub(crate) fn input(mut self, expr: &str) -> Self {
+        if let SpecKind::Step { input, .. } = &mut self.kind {
+            *input = Some(expr.into());
+        }
+        self
+    }
+
     /// The step's resume schema.
     pub(crate) fn resume_schema(mut self, schema: Value) -> Self {
         if let SpecKind::Step { schemas, .. } = &mut self.kind {
@@ -251,13 +261,19 @@ fn add_entry(g: &mut Graph, s: Spec, prefix: &str, file: FileId) -> EntryId {
         kind: EntryKind::Group { body: Vec::new() },
     });
     let kind = match s.kind {
-        SpecKind::Step { retry, schemas } => EntryKind::Step(Box::new(StepDef {
+        SpecKind::Step {
+            retry,
+            schemas,
+            input,
+        } => EntryKind::Step(Box::new(StepDef {
             plugin: "kit".into(),
             step: "test".into(),
             config: json!({}),
             retry,
             timeout_ms: None,
             schemas: *schemas,
+            kind: StepKind::Step,
+            input: input.map(Expr::new),
         })),
         SpecKind::Map(expr) => EntryKind::Map {
             expr: Expr::new(expr),

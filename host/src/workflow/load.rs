@@ -570,6 +570,8 @@ impl<'a> Builder<'a> {
             || e.plugin.is_some()
             || e.native.is_some()
             || e.step.is_some()
+            || e.tool.is_some()
+            || e.input.is_some()
             || e.config.is_some();
         if blocks > 1 || (blocks == 1 && step_fields) {
             let ln = e.id.as_ref().map(|i| i.referenced.line());
@@ -734,13 +736,21 @@ impl<'a> Builder<'a> {
             ));
         };
         let ln = Some(id.referenced.line());
+        if let (Some(step), Some(_)) = (&e.step, &e.tool) {
+            return Err(WorkflowError::at(
+                fcx.path,
+                line(&step.referenced),
+                format!("step `{}` has both `step:` and `tool:`", id.value),
+                "keep one: `step:` invokes a step of the plugin, `tool:` calls one of its tools",
+            ));
+        }
         if let Some(name) = &e.native {
-            if e.plugin.is_some() || e.step.is_some() {
+            if e.plugin.is_some() || e.step.is_some() || e.tool.is_some() {
                 return Err(WorkflowError::at(
                     fcx.path,
                     ln,
                     format!(
-                        "step `{}` has both `native:` and `plugin:`/`step:`",
+                        "step `{}` has both `native:` and `plugin:`/`step:`/`tool:`",
                         id.value
                     ),
                     "keep one of them",
@@ -807,6 +817,40 @@ impl<'a> Builder<'a> {
             ));
         };
         let plugin = &loaded.plugin;
+        if let Some(tool) = &e.tool {
+            let Some(info) = plugin.tools().iter().find(|t| t.name == tool.value) else {
+                let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    line(&tool.referenced),
+                    format!(
+                        "plugin `{}` has no tool `{}` (it has: {})",
+                        alias.value,
+                        tool.value,
+                        if names.is_empty() {
+                            "none".into()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                    "fix the tool name; `weft plugin inspect` lists a plugin's tools",
+                ));
+            };
+            // A tool is called like a step: its arguments are the step's input, checked against
+            // its input schema, and its result the step's output, checked against its output
+            // schema (S120).
+            let info = StepInfo {
+                name: info.name.clone(),
+                description: info.description.clone(),
+                input_schema: Some(info.input_schema.clone()),
+                output_schema: info.output_schema.clone(),
+                suspend_schema: None,
+                resume_schema: None,
+                config_schema: None,
+            };
+            let key = self.plugin_key(alias, digest, wasm, fcx)?;
+            return self.finish_step(e, id, prefix, fcx, key, &info);
+        }
         let names: Vec<&str> = plugin.steps().iter().map(|s| s.name.as_str()).collect();
         let info = match &e.step {
             Some(name) => plugin
@@ -846,6 +890,21 @@ impl<'a> Builder<'a> {
                 ));
             }
         };
+        let key = self.plugin_key(alias, digest, wasm, fcx)?;
+        let info = info.clone();
+        self.finish_step(e, id, prefix, fcx, key, &info)
+    }
+
+    /// The graph's key of the plugin `alias` of this file, its sandbox checked and the plugin
+    /// added to the graph the first time.
+    fn plugin_key(
+        &mut self,
+        alias: &Spanned<String>,
+        digest: &str,
+        wasm: &Path,
+        fcx: &FileCx,
+    ) -> Result<String, WorkflowError> {
+        let parsed = fcx.parsed;
         let key = format!("{}/{}", fcx.file, alias.value);
         if !self.graph.plugins.contains_key(&key) {
             let raw = &parsed.raw.plugins[&alias.value].value;
@@ -887,14 +946,13 @@ impl<'a> Builder<'a> {
             self.graph.plugins.insert(
                 key.clone(),
                 PluginRef {
-                    digest: digest.clone(),
+                    digest: digest.to_owned(),
                     source: wasm.display().to_string(),
                     sandbox,
                 },
             );
         }
-        let info = info.clone();
-        self.finish_step(e, id, prefix, fcx, key, &info)
+        Ok(key)
     }
 
     fn finish_step(
@@ -906,7 +964,16 @@ impl<'a> Builder<'a> {
         key: String,
         info: &StepInfo,
     ) -> Result<EntryId, WorkflowError> {
+        let kind = if e.tool.is_some() {
+            StepKind::Tool
+        } else {
+            StepKind::Step
+        };
         let ln = Some(id.referenced.line());
+        let input = match &e.input {
+            Some(expr) => Some(self.expr(expr, &format!("step {}: input", id.value), fcx)?),
+            None => None,
+        };
         let mut config = e.config.clone().unwrap_or_else(|| json!({}));
         if let Some(cs) = &info.config_schema {
             let schema = compile_schema(
@@ -942,6 +1009,8 @@ impl<'a> Builder<'a> {
             retry,
             timeout_ms: e.timeout_ms,
             schemas,
+            kind,
+            input,
         }));
         Ok(eid)
     }

@@ -62,6 +62,10 @@ pub struct RawEntry {
     #[serde(default)]
     pub step: Option<Spanned<String>>,
     #[serde(default)]
+    pub tool: Option<Spanned<String>>,
+    #[serde(default)]
+    pub input: Option<Spanned<String>>,
+    #[serde(default)]
     pub native: Option<Spanned<String>>,
     #[serde(default)]
     pub config: Option<Value>,

@@ -29,6 +29,16 @@ pub(crate) fn drive_step(
 ) {
     if node.phase == Phase::New {
         node.phase = Phase::Running;
+        // `input:` makes the invocation's input from the entry's (S119); it fails the step
+        // like a map's expression fails the map.
+        let mut made = None;
+        if let Some(expr) = &def.input {
+            let scope = cx.expr_input(frame, &node.input);
+            match expr.eval_one(&scope) {
+                Ok(v) => node.input = v,
+                Err(e) => made = Some(format!("step {}: input: {e}", entry.path)),
+            }
+        }
         let mut input = std::mem::take(&mut node.input);
         let invalid = def
             .schemas
@@ -53,6 +63,11 @@ pub(crate) fn drive_step(
         });
         if cx.cancelling {
             end_node(node, entry, frame, cx, End::Cancelled);
+            return;
+        }
+        if let Some(message) = made {
+            let err = cx.error(frame, &entry.path, "expression-error", message);
+            end_node(node, entry, frame, cx, End::Failed(err));
             return;
         }
         if let Some(violations) = invalid {
@@ -205,6 +220,7 @@ fn issue(
         token,
         plugin: def.plugin.clone(),
         step: def.step.clone(),
+        kind: def.kind,
         call,
         timeout_ms: def.timeout_ms,
         view,
@@ -384,6 +400,29 @@ mod tests {
 
     use crate::engine::sim::{Sim, bail, done, fail, fail_final, file, step, suspend, trip};
     use crate::engine::{EventKind, RunStatus, StepStatus};
+
+    #[test]
+    fn s119_an_input_expression_makes_the_invocations_input_and_its_error_invokes_nothing() {
+        let made = "{n: (.input.n * 10), a: .steps.a.n}";
+        let sim = Sim::new(file("w", vec![step("a"), step("b").input(made)]), json!({}))
+            .on("a", [done(json!({"n": 3}))])
+            .on("b", [done(json!("ok"))])
+            .started();
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.calls_to("b")[0].input, json!({"n": 30, "a": 3}));
+        assert_eq!(sim.record("b").input, Some(json!({"n": 30, "a": 3})));
+        for bad in [".input | error", "empty", "1, 2"] {
+            let sim = Sim::new(file("w", vec![step("b").input(bad)]), json!({})).started();
+            assert!(sim.calls_to("b").is_empty(), "{bad}: nothing is invoked");
+            let error = sim.run.error.as_ref().expect("failed");
+            assert_eq!(error.code, "expression-error", "{bad}");
+            assert!(
+                error.message.starts_with("step b: input: "),
+                "{}",
+                error.message
+            );
+        }
+    }
 
     #[test]
     fn s51_s53_a_failing_step_is_invoked_attempts_times_with_attempts_counted_from_zero() {
