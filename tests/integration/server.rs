@@ -8,6 +8,18 @@ use weft::server::ServeConfig;
 
 use crate::common::Env;
 
+/// Only for a test that would otherwise hang: nothing waits on it for timing.
+pub(crate) const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// A workflow whose one step suspends for a `manager` above an amount of 10.
+pub(crate) const APPROVAL: &str = r#"
+id: approval
+plugins:
+  approval: { wasm: "{approval}" }
+steps:
+  - { id: approve, plugin: approval, config: { limit: 10 } }
+"#;
+
 /// One HTTP/1.1 exchange, as a same-origin client on this machine sends it; returns the status
 /// code and the body.
 pub(crate) async fn http(
@@ -94,16 +106,7 @@ pub(crate) async fn serve_with(env: &Env, config: ServeConfig) -> std::net::Sock
 #[tokio::test]
 async fn s70_start_suspend_resume_and_read_a_run_over_http() {
     let env = Env::new();
-    env.file(
-        "approval.yaml",
-        r#"
-id: approval
-plugins:
-  approval: { wasm: "{approval}" }
-steps:
-  - { id: approve, plugin: approval, config: { limit: 10 } }
-"#,
-    );
+    env.file("approval.yaml", APPROVAL);
     let addr = serve(&env).await;
     let (status, body) = http(
         addr,
@@ -154,9 +157,40 @@ steps:
     let (status, body) = http(addr, "GET", "/runs?status=success", None).await;
     assert_eq!(status, 200);
     assert!(body.contains("\"h1\""), "{body}");
-    let (status, page) = http(addr, "GET", "/", None).await;
+    // The web console renders in the browser from these same routes: `/` is its app shell,
+    // which loads only this server's own embedded assets.
+    let (status, head, page) = exchange(addr, "GET", "/", &[], None).await;
     assert_eq!(status, 200);
-    assert!(page.contains("h1") && page.contains("success"), "{page}");
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("content-type: text/html"), "{head}");
+    assert!(
+        head.contains("content-security-policy: default-src 'none'"),
+        "{head}"
+    );
+    assert!(
+        page.contains("src=\"/ui/app.js\"") && page.contains("href=\"/ui/app.css\""),
+        "{page}"
+    );
+    for (path, kind) in [
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+    ] {
+        let (status, head, body) = exchange(addr, "GET", path, &[], None).await;
+        assert_eq!(status, 200, "{path}");
+        let head = head.to_ascii_lowercase();
+        assert!(
+            head.contains(&format!("content-type: {kind}")),
+            "{path}: {head}"
+        );
+        assert!(head.contains("cache-control: no-cache"), "{path}: {head}");
+        assert!(!body.is_empty(), "{path}");
+        for text in [&page, &body] {
+            assert!(
+                !text.contains("http:") && !text.contains("https:"),
+                "{path}: the console names another origin"
+            );
+        }
+    }
 }
 
 #[tokio::test]

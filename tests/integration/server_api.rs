@@ -2,32 +2,19 @@
 //! a taken run id, `Location` on 201, cursor pages of runs with RFC 3339 times, re-runs, a
 //! run's definition, and events as Server-Sent Events resumed by `Last-Event-ID`.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use weft::engine::RunStatus;
 
 use crate::common::Env;
-use crate::server::{exchange, http, serve};
-
-/// Only for a test that would otherwise hang: nothing waits on it for timing.
-const HANG_GUARD: Duration = Duration::from_secs(120);
+use crate::server::{APPROVAL, HANG_GUARD, exchange, http, serve};
 
 const TWO: &str = r#"
 id: two
 steps:
   - map: { id: a, expr: '{ n: 1 }' }
   - map: { id: b, expr: '{ n: (.input.n + 1) }' }
-"#;
-
-const APPROVAL: &str = r#"
-id: approval
-plugins:
-  approval: { wasm: "{approval}" }
-steps:
-  - { id: approve, plugin: approval, config: { limit: 10 } }
 "#;
 
 /// The `error` member of a refusal, checked for its shape.

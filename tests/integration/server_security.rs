@@ -11,19 +11,8 @@ use weft::engine::RunStatus;
 use weft::server::ServeConfig;
 
 use crate::common::Env;
-use crate::server::{exchange, http, serve, serve_with};
+use crate::server::{APPROVAL, HANG_GUARD, exchange, http, serve, serve_with};
 use crate::torture::{self, Proc};
-
-/// Only for a test that would otherwise hang: nothing waits on it for timing.
-const HANG_GUARD: Duration = Duration::from_secs(120);
-
-const APPROVAL: &str = r#"
-id: approval
-plugins:
-  approval: { wasm: "{approval}" }
-steps:
-  - { id: approve, plugin: approval, config: { limit: 10 } }
-"#;
 
 /// A run of `approval` that waits for a resume, started through the embedding API.
 async fn suspended(env: &Env, id: &str) {

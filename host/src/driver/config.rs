@@ -56,8 +56,6 @@ pub struct RuntimeConfig {
     /// The most bytes of an event's data a progress line of `weft run` and `weft resume`
     /// shows (default 200); longer data is cut at a character boundary and ends with `…`.
     pub progress_data_bytes: usize,
-    /// The most runs the web view of `weft serve` lists, newest first (default 500).
-    pub web_view_runs: usize,
     /// The largest run input accepted, in bytes of compact JSON (default 2 MiB); also bounds
     /// the input a re-run gives its first step.
     pub max_input_bytes: u64,
@@ -91,7 +89,6 @@ impl Default for RuntimeConfig {
             held_home_wait: Duration::from_secs(10),
             held_home_pause: Duration::from_millis(20),
             progress_data_bytes: 200,
-            web_view_runs: 500,
             max_input_bytes: DEFAULT_MAX_VALUE_BYTES,
             max_output_bytes: DEFAULT_MAX_VALUE_BYTES,
             max_state_bytes: DEFAULT_MAX_VALUE_BYTES,
@@ -159,12 +156,6 @@ impl RuntimeConfig {
     /// Sets [`RuntimeConfig::progress_data_bytes`].
     pub fn with_progress_data_bytes(mut self, bytes: usize) -> Self {
         self.progress_data_bytes = bytes;
-        self
-    }
-
-    /// Sets [`RuntimeConfig::web_view_runs`].
-    pub fn with_web_view_runs(mut self, runs: usize) -> Self {
-        self.web_view_runs = runs;
         self
     }
 }

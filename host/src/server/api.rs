@@ -43,6 +43,17 @@ fn run_ref(id: &str) -> Value {
     })
 }
 
+/// The answer to a start or a re-run of run `id`: `201` and its id, or with `wait`, `200` and
+/// its record once it has settled; `Location` names the run either way.
+async fn started(app: &App, id: &str, wait: bool) -> Result<Response, ApiError> {
+    if wait {
+        let record = app.rt.wait(id).await?;
+        let record = serde_json::to_value(record).map_err(|e| ApiError::internal(e.to_string()))?;
+        return Ok(created(StatusCode::OK, id, record));
+    }
+    Ok(created(StatusCode::CREATED, id, run_ref(id)))
+}
+
 /// A `201 Created` (or, after a wait, `200`) naming the run at `Location`.
 fn created(status: StatusCode, id: &str, body: Value) -> Response {
     let mut response = (status, Json(body)).into_response();
@@ -167,9 +178,10 @@ pub(crate) async fn list(
     .into_response())
 }
 
-/// The workflows `POST /runs` may start.
+/// The workflows `POST /runs` may start, each with its description and input schema (which
+/// the web console turns into a form).
 #[utoipa::path(get, path = "/workflows", responses(
-    (status = 200, description = "The workflow files of the workflows directory", body = Vec<Entry>),
+    (status = 200, description = "The workflow files of the workflows directory, with each one's description and input schema", body = Vec<Entry>),
     (status = 403, description = "The server has no workflows directory", body = ErrorBody),
 ))]
 pub(crate) async fn workflows(State(app): State<App>) -> Result<Response, ApiError> {
@@ -277,12 +289,7 @@ pub(crate) async fn start(
             body.run_id,
         )
         .await?;
-    if q.wait {
-        let record = app.rt.wait(&id).await?;
-        let record = serde_json::to_value(record).map_err(|e| ApiError::internal(e.to_string()))?;
-        return Ok(created(StatusCode::OK, &id, record));
-    }
-    Ok(created(StatusCode::CREATED, &id, run_ref(&id)))
+    started(&app, &id, q.wait).await
 }
 
 /// Where a re-run starts, and with what.
@@ -328,12 +335,7 @@ pub(crate) async fn rerun(
             body.run_id,
         )
         .await?;
-    if q.wait {
-        let record = app.rt.wait(&id).await?;
-        let record = serde_json::to_value(record).map_err(|e| ApiError::internal(e.to_string()))?;
-        return Ok(created(StatusCode::OK, &id, record));
-    }
-    Ok(created(StatusCode::CREATED, &id, run_ref(&id)))
+    started(&app, &id, q.wait).await
 }
 
 /// The run record.

@@ -1,5 +1,6 @@
 //! Where `POST /runs` takes workflows from: the directory given with `--workflows`, by a path
-//! relative to it or by a workflow's `id`. Nothing outside it is opened (no absolute path, no
+//! relative to it or by a workflow's `id`; `GET /workflows` lists them with their description
+//! and input schema, which the web console turns into a form. Nothing outside it is opened (no absolute path, no
 //! `..`, no symbolic link that leads out), only regular files are read, and a refusal repeats
 //! the request's own words, never what a file holds. Its calls read the disk: run them off the
 //! async workers.
@@ -8,6 +9,7 @@ use std::path::{Component, Path, PathBuf};
 
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::error::ApiError;
 use crate::limits::files::{MAX_WORKFLOW_FILE_BYTES, read_at_most};
@@ -17,6 +19,13 @@ const MAX_SCANNED: usize = 1000;
 
 /// How deep below the directory a scan for workflow ids looks.
 const MAX_DEPTH: usize = 4;
+
+/// The longest description a listing repeats, in characters; a longer one is cut.
+const MAX_DESCRIPTION_CHARS: usize = 2000;
+
+/// The largest input schema a listing repeats, as JSON bytes; a larger one is left out (the
+/// console then asks for the input as JSON), so the listing stays small.
+const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 
 /// The workflows a server may start.
 pub(crate) struct Catalog {
@@ -31,12 +40,27 @@ pub(crate) struct Entry {
     pub(crate) id: String,
     /// Its file, relative to the directory, with `/` between parts.
     pub(crate) file: String,
+    /// The workflow's `description:`, when it has one (cut at 2000 characters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) description: Option<String>,
+    /// The workflow's `input-schema:` (JSON Schema), when it has one of at most 64 KiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub(crate) input_schema: Option<Value>,
 }
 
-/// What a scan reads of a workflow file.
+/// What a scan reads of a workflow file; the rest of it is skipped.
 #[derive(Deserialize)]
-struct IdOnly {
+#[serde(rename_all = "kebab-case")]
+struct Head {
+    /// The workflow's `id:`.
     id: String,
+    /// Its `description:`.
+    #[serde(default)]
+    description: Option<String>,
+    /// Its `input-schema:`.
+    #[serde(default)]
+    input_schema: Option<Value>,
 }
 
 impl Catalog {
@@ -167,7 +191,7 @@ impl Catalog {
                     continue;
                 }
                 scanned += 1;
-                let Some(id) = read_id(&path) else {
+                let Some(head) = read_head(&path) else {
                     continue;
                 };
                 if let Ok(rel) = path.strip_prefix(dir) {
@@ -176,7 +200,7 @@ impl Catalog {
                         .map(|c| c.as_os_str().to_string_lossy())
                         .collect::<Vec<_>>()
                         .join("/");
-                    found.push(Entry { id, file });
+                    found.push(head.entry(file));
                 }
             }
         }
@@ -185,11 +209,40 @@ impl Catalog {
     }
 }
 
-/// The `id` of the workflow file at `path`, when it is one.
-fn read_id(path: &Path) -> Option<String> {
+/// The `id`, description and input schema of the workflow file at `path`, when it is one; read
+/// as the loader reads it (YAML 1.2 booleans only, so a property named `n` stays a string).
+fn read_head(path: &Path) -> Option<Head> {
     let bytes = read_at_most(path, MAX_WORKFLOW_FILE_BYTES).ok()?;
     let text = std::str::from_utf8(&bytes).ok()?;
-    serde_saphyr::from_str::<IdOnly>(text).ok().map(|w| w.id)
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    serde_saphyr::from_str_with_options::<Head>(text, options).ok()
+}
+
+impl Head {
+    /// The listing's entry for this head, read from `file`: the description cut and an
+    /// oversized or non-object schema left out.
+    fn entry(self, file: String) -> Entry {
+        let description = self.description.map(|d| {
+            if d.chars().count() > MAX_DESCRIPTION_CHARS {
+                let mut cut: String = d.chars().take(MAX_DESCRIPTION_CHARS).collect();
+                cut.push('…');
+                cut
+            } else {
+                d
+            }
+        });
+        let input_schema = self.input_schema.filter(|s| {
+            (s.is_object() || s.is_boolean())
+                && serde_json::to_vec(s).is_ok_and(|b| b.len() <= MAX_SCHEMA_BYTES)
+        });
+        Entry {
+            id: self.id,
+            file,
+            description,
+            input_schema,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -227,6 +280,50 @@ mod tests {
             .map(|e| e.id)
             .collect();
         assert_eq!(ids, ["alpha", "beta"]);
+    }
+
+    #[test]
+    fn the_listing_carries_each_description_and_input_schema_within_bounds() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(
+            dir.path().join("a.yaml"),
+            "id: alpha\ndescription: Does a.\ninput-schema:\n  type: object\n  required: [n]\n  \
+             properties:\n    n: { type: number }\nsteps: []\n",
+        )
+        .expect("write");
+        let huge = format!(
+            "{{\"id\": \"big\", \"description\": \"{}\", \"input-schema\": {{\"description\": \"{}\"}}, \"steps\": []}}",
+            "d".repeat(MAX_DESCRIPTION_CHARS + 10),
+            "s".repeat(MAX_SCHEMA_BYTES),
+        );
+        std::fs::write(dir.path().join("big.json"), huge).expect("write");
+        std::fs::write(dir.path().join("plain.yaml"), "id: plain\nsteps: []\n").expect("write");
+        let catalog = Catalog::new(Some(dir.path())).expect("catalog");
+        let list = catalog.list().expect("list");
+        let [a, big, plain] = list.as_slice() else {
+            panic!("three workflows: {list:?}");
+        };
+        assert_eq!(a.description.as_deref(), Some("Does a."));
+        assert_eq!(
+            a.input_schema,
+            Some(serde_json::json!({
+                "type": "object", "required": ["n"], "properties": { "n": { "type": "number" } }
+            }))
+        );
+        assert_eq!(
+            big.description.as_ref().map(|d| d.chars().count()),
+            Some(MAX_DESCRIPTION_CHARS + 1)
+        );
+        assert_eq!(big.input_schema, None, "an oversized schema is left out");
+        assert_eq!(
+            (plain.description.as_ref(), plain.input_schema.as_ref()),
+            (None, None)
+        );
+        let json = serde_json::to_value(plain).expect("json");
+        assert_eq!(
+            json,
+            serde_json::json!({ "id": "plain", "file": "plain.yaml" })
+        );
     }
 
     #[test]

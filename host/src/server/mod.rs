@@ -1,9 +1,9 @@
-//! `weft serve`: the HTTP API and a small web view of runs, over one runtime.
+//! `weft serve`: the HTTP API and the web console, over one runtime.
 //!
 //! The routes, the error shape and the guards are described in `docs/SERVER.md`; this module
 //! wires them: `api` holds the handlers, `catalog` the workflows directory, `guard` the
 //! host, origin and token checks, `listen` the connection limits, `openapi` the OpenAPI
-//! document, `page` the web view.
+//! document, `ui` the web console (a single page and its embedded script and style).
 //! [`ServeConfig`] holds what the server allows and its limits.
 
 mod api;
@@ -14,7 +14,7 @@ mod guard;
 mod listen;
 mod metrics;
 mod openapi;
-mod page;
+mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -63,7 +63,9 @@ pub fn router(rt: Runtime, bound: SocketAddr, config: &ServeConfig) -> std::io::
     };
     let guard = Arc::new(Guard::new(bound, config));
     let mut router = Router::new()
-        .route("/", get(page::index))
+        .route("/", get(ui::shell))
+        .route("/ui/app.js", get(ui::script))
+        .route("/ui/app.css", get(ui::style))
         .route("/openapi.json", get(openapi::document))
         .route("/metrics", get(metrics::metrics))
         .route("/workflows", get(api::workflows))
