@@ -81,11 +81,14 @@
 pub mod builder;
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "server")]
+pub mod dev_model;
 pub mod driver;
 pub mod engine;
 pub mod executor;
 pub(crate) mod home;
 pub mod limits;
+pub mod models;
 pub mod native;
 pub mod plugin;
 pub mod run_id;

@@ -230,6 +230,25 @@ pub enum Cmd {
     /// Plugins.
     #[command(subcommand)]
     Plugin(PluginCmd),
+    /// Development aids; they need no home.
+    #[command(subcommand)]
+    Dev(DevCmd),
+}
+
+/// `weft dev ...`: run in this process, never forwarded to the process holding the home.
+#[derive(Debug, Clone, Subcommand, Serialize, Deserialize)]
+pub enum DevCmd {
+    /// Serve a scripted model double: an OpenAI-compatible (`/v1/chat/completions`) and
+    /// Anthropic-compatible (`/v1/messages`) server replaying the script's conversations
+    /// (docs/MODEL-DOUBLE.md), until Ctrl-C.
+    Model {
+        /// The script (YAML).
+        #[arg(long, value_name = "FILE")]
+        script: PathBuf,
+        /// Where to listen (port 0: any free port; the address is printed).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        addr: String,
+    },
 }
 
 /// `weft plugin ...`.
@@ -275,6 +294,11 @@ pub async fn main(cli: Cli) -> i32 {
     let mut out = StdOutput;
     let config = cli.runtime_config();
     let cmd = absolutize(cli.command);
+    // Development aids need no home: never open it, never forward them.
+    let cmd = match cmd {
+        Cmd::Dev(dev) => return dev_command(dev, &mut out).await,
+        other => other,
+    };
     // Another process may hold the home for a moment without serving it yet (starting up, or a
     // short command ending): try again for a while before giving up.
     let deadline = std::time::Instant::now() + config.held_home_wait;
@@ -294,8 +318,9 @@ pub async fn main(cli: Cli) -> i32 {
                 return code;
             }
             Err(open_err) => {
-                // `serve` must hold the home itself; everything else is served by the holder.
-                if !matches!(cmd, Cmd::Serve { .. })
+                // `serve` must hold the home itself (and `dev` needs none); everything else is
+                // served by the holder.
+                if !matches!(cmd, Cmd::Serve { .. } | Cmd::Dev(_))
                     && let Some(code) = control::forward(&cli.home, &cmd, &mut out).await
                 {
                     return code;
@@ -582,6 +607,7 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             }
             EXIT_OK
         }
+        Cmd::Dev(dev) => dev_command(dev, out).await,
         Cmd::Plugin(PluginCmd::Inspect { file }) => match rt.host().load_file(&file, None).await {
             Ok(p) => {
                 let info = json!({
@@ -597,6 +623,48 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                 EXIT_USAGE
             }
         },
+    }
+}
+
+/// Carries out a `weft dev` command.
+async fn dev_command(cmd: DevCmd, out: &mut dyn Output) -> i32 {
+    match cmd {
+        DevCmd::Model { script, addr } => {
+            let script = match crate::dev_model::Script::from_file(&script) {
+                Ok(s) => s,
+                Err(e) => {
+                    out.err(&format!("error: {e}"));
+                    return EXIT_USAGE;
+                }
+            };
+            let listener = match tokio::net::TcpListener::bind(&addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    out.err(&format!("error: cannot listen on {addr}: {e}"));
+                    return EXIT_USAGE;
+                }
+            };
+            let bound = match listener.local_addr() {
+                Ok(a) => a,
+                Err(e) => {
+                    out.err(&format!("error: cannot listen on {addr}: {e}"));
+                    return EXIT_USAGE;
+                }
+            };
+            out.err(&format!(
+                "model double on http://{bound} (OpenAI: /v1/chat/completions, Anthropic: /v1/messages)"
+            ));
+            tokio::select! {
+                r = crate::dev_model::serve(listener, script) => {
+                    if let Err(e) = r {
+                        out.err(&format!("error: {e}"));
+                        return EXIT_FAILED;
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => out.err("stopping"),
+            }
+            EXIT_OK
+        }
     }
 }
 

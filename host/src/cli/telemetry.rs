@@ -52,6 +52,9 @@ pub fn init(otlp_endpoint: Option<&str>) -> Telemetry {
                 // sled's own reports of a damaged database repeat what weft's refusal says.
                 .unwrap_or_else(|_| EnvFilter::new("warn,sled=off")),
         );
+    // The exporter's HTTP client takes TLS from the process's default provider (reqwest is
+    // built without one of its own); set it once, ring, as the model client uses.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut problem = None;
     let provider = otlp_endpoint
         .filter(|e| !e.trim().is_empty())

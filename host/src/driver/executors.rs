@@ -11,8 +11,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::engine::Graph;
-use crate::engine::model::PluginRef;
+use crate::engine::model::{MODEL_PLUGIN, PluginRef};
 use crate::executor::{PluginStep, StepExecutor};
+use crate::models::ModelStep;
 use crate::native::{NATIVE_PLUGIN, NativeSteps};
 use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox};
 use crate::store::{Store, StoreError};
@@ -120,6 +121,12 @@ impl RunExecutors {
         step: &str,
     ) -> Result<Arc<dyn StepExecutor>, Unresolved> {
         match (key, self.graph.plugins.get(key)) {
+            (MODEL_PLUGIN, _) => match self.graph.models.get(step) {
+                Some(def) => Ok(Arc::new(ModelStep::new(def.clone()))),
+                None => Err(Unresolved::NotInWorkflow {
+                    key: format!("{MODEL_PLUGIN}/{step}"),
+                }),
+            },
             (NATIVE_PLUGIN, _) => {
                 self.executors
                     .natives
@@ -210,6 +217,7 @@ mod tests {
                 ("f/kit".to_owned(), plugin(json!({}))),
                 ("f/bad".to_owned(), plugin(json!({"limits": "none"}))),
             ]),
+            models: IndexMap::new(),
         };
         let executors = Executors::new(host.clone(), store, natives.clone());
         (executors.for_run(Arc::new(graph)), host, natives)

@@ -31,6 +31,44 @@ pub struct Graph {
     pub entries: Vec<EntryDef>,
     /// The plugins the steps use, by key (see [`StepDef::plugin`]).
     pub plugins: IndexMap<String, PluginRef>,
+    /// The models `model:` entries call, by key (`models:`, S122).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub models: IndexMap<String, ModelDef>,
+}
+
+/// The plugin key of a `model:` entry's [`StepDef`]: its `step` is the model's key in
+/// [`Graph::models`].
+pub const MODEL_PLUGIN: &str = "model";
+
+/// A model a workflow calls (`models:` in a workflow file, S122). It holds the name of the
+/// environment variable with the API key, never the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ModelDef {
+    /// The wire protocol.
+    pub api: ModelApi,
+    /// Where the API is, e.g. `https://api.openai.com/v1` (requests go to
+    /// `BASE/chat/completions` or `BASE/messages`).
+    pub base_url: String,
+    /// The model's name at the provider.
+    pub model: String,
+    /// The host's environment variable holding the API key, read by the host at each call and
+    /// sent only to `base_url`; `None` for servers that take no key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Extra request headers.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub headers: IndexMap<String, String>,
+}
+
+/// The wire protocol of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelApi {
+    /// OpenAI chat completions (also vLLM, llama.cpp, Ollama and most local servers).
+    OpenaiChat,
+    /// Anthropic messages.
+    AnthropicMessages,
 }
 
 impl Graph {

@@ -176,6 +176,7 @@ pub(super) fn graph(shapes: &[Shape]) -> Graph {
             }],
             entries: vec![],
             plugins: IndexMap::new(),
+            models: IndexMap::new(),
         },
         next: 0,
     };

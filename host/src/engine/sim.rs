@@ -217,6 +217,7 @@ pub(crate) fn graph(top: FileSpec) -> Graph {
         files: Vec::new(),
         entries: Vec::new(),
         plugins: IndexMap::new(),
+        models: IndexMap::new(),
     };
     add_file(&mut g, top, "");
     g

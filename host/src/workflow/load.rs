@@ -140,6 +140,7 @@ async fn load(
             files: Vec::new(),
             entries: Vec::new(),
             plugins: IndexMap::new(),
+            models: IndexMap::new(),
         },
         stack: Vec::new(),
     };
@@ -571,6 +572,7 @@ impl<'a> Builder<'a> {
             || e.native.is_some()
             || e.step.is_some()
             || e.tool.is_some()
+            || e.model.is_some()
             || e.input.is_some()
             || e.config.is_some();
         if blocks > 1 || (blocks == 1 && step_fields) {
@@ -744,6 +746,29 @@ impl<'a> Builder<'a> {
                 "keep one: `step:` invokes a step of the plugin, `tool:` calls one of its tools",
             ));
         }
+        if let Some(model) = &e.model {
+            if e.plugin.is_some() || e.step.is_some() || e.tool.is_some() || e.native.is_some() {
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    ln,
+                    format!(
+                        "step `{}` has `model:` and also `plugin:`, `step:`, `tool:` or `native:`",
+                        id.value
+                    ),
+                    "a model step names only its model: keep `model:` or the others",
+                ));
+            }
+            self.claim_id(id, fcx)?;
+            let key = self.model_key(model, fcx)?;
+            return self.finish_step(
+                e,
+                id,
+                prefix,
+                fcx,
+                MODEL_PLUGIN.to_owned(),
+                &model_info(&key),
+            );
+        }
         if let Some(name) = &e.native {
             if e.plugin.is_some() || e.step.is_some() || e.tool.is_some() {
                 return Err(WorkflowError::at(
@@ -895,6 +920,92 @@ impl<'a> Builder<'a> {
         self.finish_step(e, id, prefix, fcx, key, &info)
     }
 
+    /// The graph's key of the model `name` of this file, its declaration checked and the model
+    /// added to the graph the first time (S122).
+    fn model_key(&mut self, name: &Spanned<String>, fcx: &FileCx) -> Result<String, WorkflowError> {
+        let Some(declared) = fcx.parsed.raw.models.get(&name.value) else {
+            let names: Vec<&str> = fcx.parsed.raw.models.keys().map(String::as_str).collect();
+            return Err(WorkflowError::at(
+                fcx.path,
+                line(&name.referenced),
+                format!(
+                    "model `{}` is not declared (declared: {})",
+                    name.value,
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+                "declare it under `models:` (WORKFLOW-FORMAT.md §1)",
+            ));
+        };
+        let key = format!("{}/{}", fcx.file, name.value);
+        if self.graph.models.contains_key(&key) {
+            return Ok(key);
+        }
+        let raw = &declared.value;
+        let at = |s: &Spanned<String>| line(&s.referenced);
+        let api = match raw.api.value.as_str() {
+            "openai-chat" => ModelApi::OpenaiChat,
+            "anthropic-messages" => ModelApi::AnthropicMessages,
+            other => {
+                return Err(WorkflowError::at(
+                    fcx.path,
+                    at(&raw.api),
+                    format!(
+                        "model `{}`: api `{other}` is not one weft speaks",
+                        name.value
+                    ),
+                    "use `openai-chat` (OpenAI and compatible servers) or `anthropic-messages`",
+                ));
+            }
+        };
+        let base = raw.base_url.value.trim();
+        if !(base.starts_with("http://") || base.starts_with("https://")) || base.len() < 10 {
+            return Err(WorkflowError::at(
+                fcx.path,
+                at(&raw.base_url),
+                format!(
+                    "model `{}`: base-url `{base}` is not an http(s) URL",
+                    name.value
+                ),
+                "give the API's base, e.g. `https://api.openai.com/v1`",
+            ));
+        }
+        if let Some(var) = &raw.api_key_env
+            && (var.is_empty() || var.contains(['=', '\0']))
+        {
+            return Err(WorkflowError::at(
+                fcx.path,
+                line(&declared.referenced),
+                format!(
+                    "model `{}`: api-key-env `{var}` is no variable name",
+                    name.value
+                ),
+                "name the environment variable that holds the key, e.g. OPENAI_API_KEY",
+            ));
+        }
+        if let Some(r) = &raw.retry {
+            check_retry(fcx.path, r)?;
+        }
+        self.graph.models.insert(
+            key.clone(),
+            ModelDef {
+                api,
+                base_url: base.to_owned(),
+                model: raw.model.clone(),
+                api_key_env: raw.api_key_env.clone(),
+                headers: raw
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            },
+        );
+        Ok(key)
+    }
+
     /// The graph's key of the plugin `alias` of this file, its sandbox checked and the plugin
     /// added to the graph the first time.
     fn plugin_key(
@@ -994,7 +1105,15 @@ impl<'a> Builder<'a> {
         if let Some(r) = &e.retry {
             check_retry(fcx.path, r)?;
         }
-        let retry = merge_retry(&fcx.retry, e.retry.as_ref().map(|r| &r.value));
+        // A model step's default is its model's `retry:` over the file's (S122).
+        let model_retry = e
+            .model
+            .as_ref()
+            .and_then(|m| fcx.parsed.raw.models.get(&m.value))
+            .and_then(|m| m.value.retry.as_ref())
+            .map(|r| overlay_retry(&fcx.retry, &r.value));
+        let base = model_retry.as_ref().unwrap_or(&fcx.retry);
+        let retry = merge_retry(base, e.retry.as_ref().map(|r| &r.value));
         let schemas = StepSchemas {
             input: compile_schema(fcx.path, info.input_schema.clone(), "input-schema")?,
             output: compile_schema(fcx.path, info.output_schema.clone(), "output-schema")?,
@@ -1020,6 +1139,80 @@ impl<'a> Builder<'a> {
 fn check_retry(path: &Path, r: &Spanned<RawRetry>) -> Result<(), WorkflowError> {
     checks::retry(&r.value)
         .map_err(|(message, fix)| WorkflowError::at(path, line(&r.referenced), message, fix))
+}
+
+/// `own`'s fields where it has them, else `default`'s.
+fn overlay_retry(default: &RawRetry, own: &RawRetry) -> RawRetry {
+    RawRetry {
+        attempts: own.attempts.or(default.attempts),
+        delay_ms: own.delay_ms.or(default.delay_ms),
+        backoff: own.backoff.or(default.backoff),
+        max_delay_ms: own.max_delay_ms.or(default.max_delay_ms),
+    }
+}
+
+/// What a model step declares: its input (`{prompt}` or `{messages}`, with `system` and
+/// `tools`) and its config (`max-tokens`, `temperature`).
+fn model_info(key: &str) -> StepInfo {
+    let message = json!({
+        "type": "object",
+        "required": ["role"],
+        "properties": {
+            "role": { "enum": ["system", "user", "assistant", "tool"] },
+            "content": { "type": ["string", "null"] },
+            "tool_calls": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "name", "arguments"],
+                    "properties": { "id": { "type": "string" }, "name": { "type": "string" } }
+                }
+            },
+            "tool_call_id": { "type": "string" }
+        },
+        "additionalProperties": false
+    });
+    StepInfo {
+        name: key.to_owned(),
+        description: "a call of a model".into(),
+        input_schema: Some(json!({
+            "type": "object",
+            "properties": {
+                "prompt": { "type": "string" },
+                "messages": { "type": "array", "minItems": 1, "items": message },
+                "system": { "type": "string" },
+                "tools": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name", "input_schema"],
+                        "properties": {
+                            "name": { "type": "string" },
+                            "description": { "type": "string" },
+                            "input_schema": { "type": "object" }
+                        },
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "oneOf": [
+                { "required": ["prompt"], "not": { "required": ["messages"] } },
+                { "required": ["messages"], "not": { "required": ["prompt"] } }
+            ],
+            "additionalProperties": false
+        })),
+        output_schema: None,
+        suspend_schema: None,
+        resume_schema: None,
+        config_schema: Some(json!({
+            "type": "object",
+            "properties": {
+                "max-tokens": { "type": "integer", "minimum": 1 },
+                "temperature": { "type": "number", "minimum": 0 }
+            },
+            "additionalProperties": false
+        })),
+    }
 }
 
 fn merge_retry(default: &RawRetry, own: Option<&RawRetry>) -> RetryPolicy {

@@ -25,6 +25,8 @@ pub struct RawFile {
     pub retry: Option<Spanned<RawRetry>>,
     #[serde(default)]
     pub plugins: BTreeMap<String, Spanned<RawPlugin>>,
+    #[serde(default)]
+    pub models: BTreeMap<String, Spanned<RawModel>>,
     pub steps: Spanned<Vec<RawEntry>>,
 }
 
@@ -39,6 +41,21 @@ pub struct RawPlugin {
     pub limits: Option<Spanned<Value>>,
     #[serde(default)]
     pub grants: Option<Spanned<Value>>,
+}
+
+/// A model declaration (S122).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawModel {
+    pub api: Spanned<String>,
+    pub base_url: Spanned<String>,
+    pub model: String,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub retry: Option<Spanned<RawRetry>>,
 }
 
 /// A retry policy; absent fields inherit (S51).
@@ -63,6 +80,8 @@ pub struct RawEntry {
     pub step: Option<Spanned<String>>,
     #[serde(default)]
     pub tool: Option<Spanned<String>>,
+    #[serde(default)]
+    pub model: Option<Spanned<String>>,
     #[serde(default)]
     pub input: Option<Spanned<String>>,
     #[serde(default)]

@@ -1,0 +1,342 @@
+//! Model steps (S122): a `model:` entry calls a model of the workflow's `models:` over its
+//! provider's wire protocol (OpenAI chat completions, Anthropic messages), streaming: text and
+//! tool-call fragments reach watchers as `step-output` events while the call runs, and the step's
+//! output is the whole reply, with exact usage.
+//!
+//! The input is provider-neutral (`{prompt}` or `{messages}`, with `system` and `tools`); each
+//! protocol module turns it into its request and its stream back into a [`Reply`]. The API key
+//! is read from the host's environment at each call and sent only to the model's `base-url`;
+//! records, events and guests never see it. A refusal of the provider is a step failure whose
+//! code says what to do: `rate-limited` (retried after what the provider's `retry-after` asks,
+//! S121), `model-unavailable` (retried), `model-auth` and `model-refused` (not retried).
+
+// Step failures travel by value to the step's result; boxing them buys nothing here.
+#![allow(clippy::result_large_err)]
+
+mod anthropic;
+mod http;
+mod openai;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::engine::invocation::{InvocationResult, StepFailure, StepOutcome};
+use crate::engine::model::{ModelApi, ModelDef};
+use crate::executor::{StepExecutor, StepRequest};
+use crate::plugin::{EventSink, GuestEvent};
+
+/// One message of a conversation, provider-neutral.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The text (for `tool`, the tool's result as text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The calls an `assistant` message made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a `tool` message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// A tool call the model made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// The provider's id of the call.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, parsed.
+    pub arguments: Value,
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub input_schema: Value,
+}
+
+/// A model step's input.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    /// One user message; or `messages`.
+    #[serde(default)]
+    prompt: Option<String>,
+    /// The conversation so far.
+    #[serde(default)]
+    messages: Option<Vec<Message>>,
+    /// Instructions before the conversation.
+    #[serde(default)]
+    system: Option<String>,
+    /// Tools the model may call.
+    #[serde(default)]
+    tools: Vec<ToolSpec>,
+}
+
+/// A model step's `config:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct Config {
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    temperature: Option<f64>,
+}
+
+/// What a provider is asked, provider-neutral.
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    pub(crate) system: Option<String>,
+    pub(crate) messages: Vec<Message>,
+    pub(crate) tools: Vec<ToolSpec>,
+    pub(crate) max_tokens: u32,
+    pub(crate) temperature: Option<f64>,
+}
+
+/// Tokens a call used, as the provider counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens of the request.
+    pub input_tokens: u64,
+    /// Tokens of the reply.
+    pub output_tokens: u64,
+}
+
+/// A model's whole reply: the step's output.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// The text.
+    pub text: String,
+    /// The tool calls, in the order the model made them.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Why the model stopped: `stop`, `tool_calls`, `length`, or the provider's own word.
+    pub finish: String,
+}
+
+impl Reply {
+    /// The step's output: the reply, and the assistant message to append to the conversation.
+    fn output(&self) -> Value {
+        let mut message = json!({ "role": "assistant", "content": self.text });
+        if !self.tool_calls.is_empty() {
+            message["tool_calls"] = json!(self.tool_calls);
+        }
+        json!({
+            "text": self.text,
+            "tool_calls": self.tool_calls,
+            "usage": self.usage,
+            "finish": self.finish,
+            "message": message,
+        })
+    }
+}
+
+/// Where a protocol module reports fragments as they arrive.
+pub(crate) struct Deltas<'a> {
+    sink: &'a dyn EventSink,
+}
+
+impl Deltas<'_> {
+    /// A piece of the reply's text.
+    pub(crate) fn text(&self, piece: &str) {
+        if !piece.is_empty() {
+            self.sink.emit(GuestEvent::Output(json!({ "text": piece })));
+        }
+    }
+
+    /// A fragment of tool call `index`.
+    pub(crate) fn tool_call(&self, index: usize, id: Option<&str>, name: Option<&str>, args: &str) {
+        let mut fragment = json!({ "index": index, "arguments": args });
+        if let Some(id) = id {
+            fragment["id"] = json!(id);
+        }
+        if let Some(name) = name {
+            fragment["name"] = json!(name);
+        }
+        self.sink
+            .emit(GuestEvent::Output(json!({ "tool_call": fragment })));
+    }
+}
+
+/// The step failure for an input that is not a model step's.
+fn invalid_input(message: String) -> StepFailure {
+    StepFailure::new("invalid-input", message).not_retryable()
+}
+
+/// The provider-neutral request of a step's input and config.
+fn make_request(input: &Value, config: &Value) -> Result<Request, StepFailure> {
+    let input: Input = serde_json::from_value(input.clone()).map_err(|e| {
+        invalid_input(format!(
+            "a model step's input is {{prompt}} or {{messages}}, with optional system and tools: {e}"
+        ))
+    })?;
+    let config: Config = serde_json::from_value(config.clone())
+        .map_err(|e| invalid_input(format!("a model step's config: {e}")))?;
+    let messages = match (input.prompt, input.messages) {
+        (Some(prompt), None) => vec![Message {
+            role: "user".into(),
+            content: Some(prompt),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }],
+        (None, Some(messages)) if !messages.is_empty() => messages,
+        _ => {
+            return Err(invalid_input(
+                "a model step's input holds exactly one of `prompt` and a non-empty `messages`"
+                    .into(),
+            ));
+        }
+    };
+    if let Some(bad) = messages
+        .iter()
+        .find(|m| !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool"))
+    {
+        return Err(invalid_input(format!(
+            "message role `{}` is none of system, user, assistant, tool",
+            bad.role
+        )));
+    }
+    Ok(Request {
+        system: input.system,
+        messages,
+        tools: input.tools,
+        max_tokens: config.max_tokens.unwrap_or(1024),
+        temperature: config.temperature,
+    })
+}
+
+/// Runs the calls of one model of a workflow.
+pub struct ModelStep {
+    def: Arc<ModelDef>,
+}
+
+impl ModelStep {
+    /// The executor of `def`.
+    pub fn new(def: ModelDef) -> Self {
+        ModelStep { def: Arc::new(def) }
+    }
+
+    async fn call(&self, request: &StepRequest) -> Result<Reply, StepFailure> {
+        let req = make_request(&request.call.input, &request.call.config)?;
+        let key = match &self.def.api_key_env {
+            Some(name) => Some(std::env::var(name).map_err(|_| {
+                StepFailure::new(
+                    "model-auth",
+                    format!(
+                        "the model's API key is read from the host's environment variable {name}, which is not set; set it where weft runs"
+                    ),
+                )
+                .not_retryable()
+            })?),
+            None => None,
+        };
+        let deltas = Deltas {
+            sink: request.io.sink.as_ref(),
+        };
+        match self.def.api {
+            ModelApi::OpenaiChat => openai::call(&self.def, key.as_deref(), &req, &deltas).await,
+            ModelApi::AnthropicMessages => {
+                anthropic::call(&self.def, key.as_deref(), &req, &deltas).await
+            }
+        }
+    }
+}
+
+impl StepExecutor for ModelStep {
+    fn execute(&self, request: StepRequest) -> BoxFuture<'_, InvocationResult> {
+        Box::pin(async move {
+            let abort = request.io.abort.child();
+            let deadline = request.io.deadline;
+            let past_deadline = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let outcome = tokio::select! {
+                r = self.call(&request) => r.map(|reply| StepOutcome::Done(reply.output())),
+                () = abort.aborted() => Err(StepFailure::new("cancelled", "the model call was cancelled").not_retryable()),
+                () = past_deadline => {
+                    abort.abort("timeout");
+                    let ms = deadline.map(|d| d.as_millis()).unwrap_or_default();
+                    Err(StepFailure::new("timeout", format!("the model did not answer within the step's deadline of {ms} ms")))
+                }
+            };
+            InvocationResult {
+                outcome,
+                patches: Vec::new(),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_or_messages_make_the_request_and_anything_else_is_refused() {
+        let r =
+            make_request(&json!({"prompt": "hi", "system": "be brief"}), &json!({})).expect("ok");
+        assert_eq!(r.messages.len(), 1);
+        assert_eq!(r.messages[0].content.as_deref(), Some("hi"));
+        assert_eq!(
+            (r.system.as_deref(), r.max_tokens),
+            (Some("be brief"), 1024)
+        );
+        let r = make_request(
+            &json!({"messages": [{"role": "user", "content": "a"}]}),
+            &json!({"max-tokens": 50, "temperature": 0.5}),
+        )
+        .expect("ok");
+        assert_eq!((r.max_tokens, r.temperature), (50, Some(0.5)));
+        for bad in [
+            json!({}),
+            json!({"prompt": "a", "messages": [{"role": "user", "content": "b"}]}),
+            json!({"messages": []}),
+            json!({"messages": [{"role": "wizard", "content": "b"}]}),
+            json!({"prompt": 5}),
+        ] {
+            let err = make_request(&bad, &json!({})).expect_err("refused");
+            assert_eq!(err.code, "invalid-input", "{bad}");
+            assert!(!err.retryable);
+        }
+    }
+
+    #[test]
+    fn the_output_holds_the_reply_and_the_assistant_message_to_append() {
+        let reply = Reply {
+            text: "Adding.".into(),
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "add".into(),
+                arguments: json!({"a": 1}),
+            }],
+            usage: Usage {
+                input_tokens: 3,
+                output_tokens: 4,
+            },
+            finish: "tool_calls".into(),
+        };
+        let out = reply.output();
+        assert_eq!(out["usage"], json!({"input_tokens": 3, "output_tokens": 4}));
+        assert_eq!(out["message"]["role"], "assistant");
+        assert_eq!(out["message"]["tool_calls"][0]["name"], "add");
+    }
+}
