@@ -97,7 +97,12 @@ impl Actor {
         next_sub: u32,
     ) -> Self {
         let executors = Arc::new(rt.inner.executors.for_run(graph.clone()));
-        let span = run_span(&state);
+        // A run loaded only to be read or resumed gets its span once it runs (follow_span).
+        let span = if settled(state.status) {
+            tracing::Span::none()
+        } else {
+            run_span(&state)
+        };
         let _driven = rt.inner.metrics.driving();
         Actor {
             rt,
@@ -122,7 +127,7 @@ impl Actor {
     /// a new one when a resume set it running again.
     fn follow_span(&mut self) {
         let status = self.state.status;
-        let settled = status.is_ended() || status == RunStatus::Suspended;
+        let settled = settled(status);
         if settled && !self.span.is_none() {
             self.span.record("weft.outcome", status.to_string());
             if matches!(status, RunStatus::Failed | RunStatus::Tripwire) {
@@ -605,6 +610,11 @@ impl Actor {
         };
         tokio::spawn(task.instrument(span));
     }
+}
+
+/// Whether a run with `status` waits for nothing this process does: ended or suspended.
+fn settled(status: RunStatus) -> bool {
+    status.is_ended() || status == RunStatus::Suspended
 }
 
 /// The span of one drive of a run (see [`Actor::follow_span`]).

@@ -63,10 +63,10 @@ impl Guard {
             )
         };
         let authority: axum::http::uri::Authority = sent.parse().map_err(|_| refuse())?;
-        if authority.port_u16().unwrap_or(80) != self.bound.port() {
-            return Err(refuse());
-        }
         let name = normalize(authority.host());
+        // A name given with `--allow-host` may come through a proxy on another port; an
+        // address or `localhost` names this server only with its own port.
+        let own_port = authority.port_u16().unwrap_or(80) == self.bound.port();
         let bound = self.bound.ip();
         let allowed = match name
             .trim_start_matches('[')
@@ -74,10 +74,13 @@ impl Guard {
             .parse::<IpAddr>()
         {
             Ok(ip) => {
-                ip == bound || bound.is_unspecified() || (bound.is_loopback() && ip.is_loopback())
+                own_port
+                    && (ip == bound
+                        || bound.is_unspecified()
+                        || (bound.is_loopback() && ip.is_loopback()))
             }
             Err(_) => {
-                (name == "localhost" && (bound.is_loopback() || bound.is_unspecified()))
+                (own_port && name == "localhost" && (bound.is_loopback() || bound.is_unspecified()))
                     || self.hosts.contains(&name)
             }
         };
