@@ -14,6 +14,7 @@ mod full_disk;
 mod hostile;
 mod loader_hardening;
 mod models;
+mod new_project;
 mod observability;
 mod plugin;
 mod plugin_host;

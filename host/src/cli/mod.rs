@@ -5,6 +5,7 @@
 //! command writes through an [`Output`], so the text and exit code are the same.
 
 mod control;
+pub mod new;
 mod output;
 pub mod telemetry;
 
@@ -233,6 +234,21 @@ pub enum Cmd {
     /// Development aids; they need no home.
     #[command(subcommand)]
     Dev(DevCmd),
+    /// Write a ready plugin project `DIR/NAME` (docs/PLUGINS.md); needs no home.
+    New {
+        /// What the plugin exports: a workflow `step` or a `tool`.
+        #[arg(value_enum)]
+        kind: new::PluginKind,
+        /// The plugin's name, also its step's or tool's, its package's and its directory's:
+        /// lowercase letters, digits and `-`, starting with a letter.
+        name: String,
+        /// The language (only `rust` is available yet).
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: new::Lang,
+        /// Where to make the project's directory (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// `weft dev ...`: run in this process, never forwarded to the process holding the home.
@@ -294,9 +310,15 @@ pub async fn main(cli: Cli) -> i32 {
     let mut out = StdOutput;
     let config = cli.runtime_config();
     let cmd = absolutize(cli.command);
-    // Development aids need no home: never open it, never forward them.
+    // Development aids and `new` need no home: never open it, never forward them.
     let cmd = match cmd {
         Cmd::Dev(dev) => return dev_command(dev, &mut out).await,
+        Cmd::New {
+            kind,
+            name,
+            lang,
+            dir,
+        } => return new::command(kind, &name, lang, dir, &mut out),
         other => other,
     };
     // Another process may hold the home for a moment without serving it yet (starting up, or a
@@ -320,7 +342,7 @@ pub async fn main(cli: Cli) -> i32 {
             Err(open_err) => {
                 // `serve` must hold the home itself (and `dev` needs none); everything else is
                 // served by the holder.
-                if !matches!(cmd, Cmd::Serve { .. } | Cmd::Dev(_))
+                if !matches!(cmd, Cmd::Serve { .. } | Cmd::Dev(_) | Cmd::New { .. })
                     && let Some(code) = control::forward(&cli.home, &cmd, &mut out).await
                 {
                     return code;
@@ -608,6 +630,12 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             EXIT_OK
         }
         Cmd::Dev(dev) => dev_command(dev, out).await,
+        Cmd::New {
+            kind,
+            name,
+            lang,
+            dir,
+        } => new::command(kind, &name, lang, dir, out),
         Cmd::Plugin(PluginCmd::Inspect { file }) => match rt.host().load_file(&file, None).await {
             Ok(p) => {
                 let info = json!({

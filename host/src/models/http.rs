@@ -17,6 +17,10 @@ const MAX_REFUSAL_BYTES: usize = 2000;
 /// How long connecting to a model may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a model's answer may go silent (no byte, not even a keep-alive) before the call
+/// fails `model-unavailable` and is retried; a step's `timeout-ms` bounds the whole call.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// The client every model call shares (connection pools per host).
 fn client() -> Result<&'static reqwest::Client, StepFailure> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
@@ -34,6 +38,7 @@ fn client() -> Result<&'static reqwest::Client, StepFailure> {
             reqwest::Client::builder()
                 .tls_backend_preconfigured(tls)
                 .connect_timeout(CONNECT_TIMEOUT)
+                .read_timeout(IDLE_TIMEOUT)
                 .build()
                 .map_err(|e| e.to_string())
         })

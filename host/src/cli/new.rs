@@ -1,0 +1,446 @@
+//! `weft new step|tool NAME`: writes a ready plugin project (docs/PLUGINS.md).
+//!
+//! The project is written whole or not at all: its files go to a hidden staging directory next
+//! to the target, which is renamed into place once every file is written.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+
+use super::{EXIT_OK, EXIT_USAGE, Output};
+
+/// What the plugin exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginKind {
+    /// A workflow step (world `step-plugin`).
+    Step,
+    /// A tool, called by a `tool:` entry or an agent's model (world `tool-plugin`).
+    Tool,
+}
+
+impl PluginKind {
+    /// The word for it in messages and file names.
+    fn word(self) -> &'static str {
+        match self {
+            PluginKind::Step => "step",
+            PluginKind::Tool => "tool",
+        }
+    }
+
+    /// The WIT world the project's plugin targets.
+    fn world(self) -> &'static str {
+        match self {
+            PluginKind::Step => "step-plugin",
+            PluginKind::Tool => "tool-plugin",
+        }
+    }
+
+    /// A run input that suits the generated example.
+    fn example_input(self) -> &'static str {
+        match self {
+            PluginKind::Step => r#"{"name": "Ada"}"#,
+            PluginKind::Tool => r#"{"a": 2, "b": 3}"#,
+        }
+    }
+}
+
+/// The language the plugin is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    /// Rust, with wit-bindgen.
+    Rust,
+    /// Python (componentize-py): not available yet.
+    Python,
+    /// JavaScript (jco): not available yet.
+    Js,
+}
+
+/// The plugin contract, vendored into every project.
+const PLUGIN_WIT: &str = include_str!("../../../wit/plugin.wit");
+
+/// The wit-bindgen version requirement of the generated project: the one `guests/` builds with.
+const WIT_BINDGEN_VERSION: &str = "0.63";
+
+/// The serde_json version requirement of the generated project: the one `guests/` builds with.
+const SERDE_JSON_VERSION: &str = "1";
+
+/// Templates of a Rust project; `{{...}}` placeholders are filled by [`render`].
+mod rust {
+    /// `Cargo.toml`.
+    pub const CARGO_TOML: &str = include_str!("templates/rust/Cargo.toml.tmpl");
+    /// `build.sh`.
+    pub const BUILD_SH: &str = include_str!("templates/rust/build.sh.tmpl");
+    /// `.gitignore`.
+    pub const GITIGNORE: &str = include_str!("templates/rust/gitignore.tmpl");
+    /// `src/lib.rs` of a step plugin.
+    pub const STEP_LIB: &str = include_str!("templates/rust/step_lib.rs.tmpl");
+    /// `workflow.yaml` running a step plugin.
+    pub const STEP_WORKFLOW: &str = include_str!("templates/rust/step_workflow.yaml.tmpl");
+    /// `README.md` of a step plugin.
+    pub const STEP_README: &str = include_str!("templates/rust/step_README.md.tmpl");
+    /// `src/lib.rs` of a tool plugin.
+    pub const TOOL_LIB: &str = include_str!("templates/rust/tool_lib.rs.tmpl");
+    /// `workflow.yaml` calling a tool plugin.
+    pub const TOOL_WORKFLOW: &str = include_str!("templates/rust/tool_workflow.yaml.tmpl");
+    /// `README.md` of a tool plugin.
+    pub const TOOL_README: &str = include_str!("templates/rust/tool_README.md.tmpl");
+}
+
+/// The longest plugin name: a tool name may have at most 64 characters.
+const MAX_NAME_LEN: usize = 64;
+
+/// The rule a plugin name follows, as refusals state it.
+const NAME_RULE: &str = "a plugin name is 1 to 64 characters of lowercase letters a-z, digits \
+                         0-9 and `-`, starting with a letter and not ending with `-` \
+                         (e.g. `greet` or `word-count`)";
+
+/// Names cargo refuses for a package, or that clash with the project's own dependencies.
+const RESERVED_NAMES: &[&str] = &[
+    "test",
+    "core",
+    "std",
+    "alloc",
+    "proc-macro",
+    "wit-bindgen",
+    "serde-json",
+    // Rust keywords (cargo refuses them as package names).
+    "as",
+    "async",
+    "await",
+    "box",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "struct",
+    "super",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "unsafe",
+    "use",
+    "where",
+    "while",
+    "yield",
+    "abstract",
+    "become",
+    "do",
+    "final",
+    "macro",
+    "override",
+    "priv",
+    "typeof",
+    "unsized",
+    "virtual",
+];
+
+/// One file of a project: its path inside the project, its text, whether it is executable.
+struct ProjectFile {
+    /// Relative to the project directory, `/`-separated.
+    path: &'static str,
+    /// The file's text.
+    text: String,
+    /// Whether to mark it executable (on Unix).
+    executable: bool,
+}
+
+/// Carries out `weft new`: writes the project `DIR/NAME` (DIR: `dir`, else the current
+/// directory) and says what to do next. Exit code 0 when written, 2 when refused.
+pub fn command(
+    kind: PluginKind,
+    name: &str,
+    lang: Lang,
+    dir: Option<PathBuf>,
+    out: &mut dyn Output,
+) -> i32 {
+    match create(kind, name, lang, dir) {
+        Ok(project) => {
+            let shown = project.display();
+            out.line(&format!(
+                "created the Rust {} plugin project {name} in {shown}",
+                kind.word()
+            ));
+            out.line("next:");
+            out.line(&format!("  cd {shown}"));
+            out.line("  ./build.sh          # cargo build --release --target wasm32-wasip2");
+            out.line(&format!(
+                "  weft run workflow.yaml --input '{}'",
+                kind.example_input()
+            ));
+            out.line("  cargo test          # the unit tests of the logic");
+            EXIT_OK
+        }
+        Err(message) => {
+            out.err(&format!("error: {message}"));
+            EXIT_USAGE
+        }
+    }
+}
+
+/// Checks everything, then writes the project; returns its directory, or why nothing was
+/// written.
+fn create(
+    kind: PluginKind,
+    name: &str,
+    lang: Lang,
+    dir: Option<PathBuf>,
+) -> Result<PathBuf, String> {
+    match lang {
+        Lang::Rust => {}
+        Lang::Python | Lang::Js => {
+            let (flag, language) = if lang == Lang::Python {
+                ("python", "Python")
+            } else {
+                ("js", "JavaScript")
+            };
+            return Err(format!(
+                "--lang {flag}: {language} plugins are not available from `weft new` yet; Rust \
+                 is: use --lang rust (the default). Nothing was written"
+            ));
+        }
+    }
+    check_name(name)?;
+    let parent = match dir {
+        Some(dir) => dir,
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}; give one with --dir"))?,
+    };
+    let project = parent.join(name);
+    check_free(&project)?;
+    let files = project_files(kind, name);
+    write_project(&parent, &project, name, &files)?;
+    Ok(project)
+}
+
+/// Checks a plugin name against [`NAME_RULE`] and [`RESERVED_NAMES`].
+pub fn check_name(name: &str) -> Result<(), String> {
+    let shown: String = name.chars().take(MAX_NAME_LEN + 8).collect();
+    let fits = !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !fits {
+        return Err(format!("invalid plugin name {shown:?}: {NAME_RULE}"));
+    }
+    if RESERVED_NAMES.contains(&name) {
+        return Err(format!(
+            "invalid plugin name {name:?}: Rust or cargo reserves it; choose another, e.g. \
+             `my-{name}`"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a target that exists and is not an empty directory.
+fn check_free(project: &Path) -> Result<(), String> {
+    let shown = project.display();
+    let meta = match fs::symlink_metadata(project) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot read {shown}: {e}")),
+    };
+    if !meta.is_dir() {
+        return Err(format!(
+            "{shown} already exists and is not a directory; choose another name or --dir, or \
+             remove it"
+        ));
+    }
+    let mut entries =
+        fs::read_dir(project).map_err(|e| format!("cannot read the directory {shown}: {e}"))?;
+    if entries.next().is_some() {
+        return Err(format!(
+            "{shown} already exists and is not empty; nothing was written. Choose another name \
+             or --dir, or remove it"
+        ));
+    }
+    Ok(())
+}
+
+/// The files of a Rust project of this kind, filled in for `name`.
+fn project_files(kind: PluginKind, name: &str) -> Vec<ProjectFile> {
+    let (lib, workflow, readme) = match kind {
+        PluginKind::Step => (rust::STEP_LIB, rust::STEP_WORKFLOW, rust::STEP_README),
+        PluginKind::Tool => (rust::TOOL_LIB, rust::TOOL_WORKFLOW, rust::TOOL_README),
+    };
+    let file = |path, template: &str, executable| ProjectFile {
+        path,
+        text: render(template, kind, name),
+        executable,
+    };
+    vec![
+        file("Cargo.toml", rust::CARGO_TOML, false),
+        file("build.sh", rust::BUILD_SH, true),
+        file(".gitignore", rust::GITIGNORE, false),
+        file("src/lib.rs", lib, false),
+        file("workflow.yaml", workflow, false),
+        file("README.md", readme, false),
+        ProjectFile {
+            path: "wit/plugin.wit",
+            text: PLUGIN_WIT.to_string(),
+            executable: false,
+        },
+    ]
+}
+
+/// Fills a template's placeholders.
+fn render(template: &str, kind: PluginKind, name: &str) -> String {
+    template
+        .replace("{{name}}", name)
+        .replace("{{crate}}", &crate_file_stem(name))
+        .replace("{{kind}}", kind.word())
+        .replace("{{world}}", kind.world())
+        .replace("{{wit_bindgen}}", WIT_BINDGEN_VERSION)
+        .replace("{{serde_json}}", SERDE_JSON_VERSION)
+}
+
+/// The stem of the component cargo builds for package `name`: `-` becomes `_`.
+pub fn crate_file_stem(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// Writes the files into a staging directory in `parent`, then renames it to `project`; on any
+/// error removes what it wrote.
+fn write_project(
+    parent: &Path,
+    project: &Path,
+    name: &str,
+    files: &[ProjectFile],
+) -> Result<(), String> {
+    fs::create_dir_all(parent).map_err(|e| {
+        format!(
+            "cannot create the directory {}: {e}; check --dir",
+            parent.display()
+        )
+    })?;
+    let staging = parent.join(format!(".{name}.weft-new-{}", std::process::id()));
+    let written = write_files(&staging, files).and_then(|()| {
+        // An empty directory is taken over: rename cannot replace it everywhere.
+        if project.is_dir() {
+            fs::remove_dir(project).map_err(|e| {
+                format!(
+                    "cannot replace the empty directory {}: {e}",
+                    project.display()
+                )
+            })?;
+        }
+        fs::rename(&staging, project)
+            .map_err(|e| format!("cannot move the project to {}: {e}", project.display()))
+    });
+    if written.is_err() {
+        let _ = fs::remove_dir_all(&staging);
+    }
+    written
+}
+
+/// Writes each file under `root` (created fresh).
+fn write_files(root: &Path, files: &[ProjectFile]) -> Result<(), String> {
+    fs::create_dir(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    for file in files {
+        let path = root.join(file.path);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        fs::write(&path, &file.text)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        if file.executable {
+            make_executable(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Marks a file executable by everyone who may read it (Unix only).
+#[cfg(unix)]
+fn make_executable(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut perms = meta.permissions();
+    perms.set_mode(perms.mode() | ((perms.mode() & 0o444) >> 2));
+    fs::set_permissions(path, perms)
+        .map_err(|e| format!("cannot make {} executable: {e}", path.display()))
+}
+
+/// Marks a file executable: nothing to do off Unix.
+#[cfg(not(unix))]
+fn make_executable(_path: &Path) -> Result<(), String> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_rule() {
+        for good in ["greet", "word-count", "a1", "x"] {
+            assert_eq!(check_name(good), Ok(()), "{good}");
+        }
+        let long = "a".repeat(MAX_NAME_LEN + 1);
+        for bad in [
+            "", "Greet", "1greet", "greet-", "my_step", "my step", "é", "../x", &long,
+        ] {
+            let err = check_name(bad).expect_err(bad);
+            assert!(err.contains(NAME_RULE), "{err}");
+        }
+        for reserved in ["test", "fn", "serde-json"] {
+            let err = check_name(reserved).expect_err(reserved);
+            assert!(err.contains("reserves"), "{err}");
+        }
+    }
+
+    #[test]
+    fn every_placeholder_is_filled() {
+        for kind in [PluginKind::Step, PluginKind::Tool] {
+            for file in project_files(kind, "my-plugin") {
+                assert!(!file.text.contains("{{"), "{} of a {kind:?}", file.path);
+            }
+        }
+        let files = project_files(PluginKind::Tool, "my-plugin");
+        let workflow = files
+            .iter()
+            .find(|f| f.path == "workflow.yaml")
+            .map(|f| f.text.as_str())
+            .unwrap_or_default();
+        assert!(workflow.contains("target/wasm32-wasip2/release/my_plugin.wasm"));
+        assert!(workflow.contains("tool: my-plugin"));
+    }
+
+    /// The generated project pins the versions the repository's own guests build with.
+    #[test]
+    fn versions_match_the_guests() {
+        let guests = include_str!("../../../guests/plugins/Cargo.toml");
+        assert!(guests.contains(&format!("wit-bindgen = \"{WIT_BINDGEN_VERSION}\"")));
+        assert!(guests.contains(&format!("serde_json = \"{SERDE_JSON_VERSION}\"")));
+        assert!(guests.contains("opt-level = \"s\""));
+    }
+}
