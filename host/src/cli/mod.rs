@@ -542,17 +542,10 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             max_body_bytes,
             header_timeout_s,
         } => {
-            let listener = match tokio::net::TcpListener::bind(&addr).await {
+            let (listener, bound) = match listen(&addr).await {
                 Ok(l) => l,
-                Err(e) => {
-                    out.err(&format!("error: cannot listen on {addr}: {e}"));
-                    return EXIT_USAGE;
-                }
-            };
-            let bound = match listener.local_addr() {
-                Ok(a) => a,
-                Err(e) => {
-                    out.err(&format!("error: cannot listen on {addr}: {e}"));
+                Err(message) => {
+                    out.err(&message);
                     return EXIT_USAGE;
                 }
             };
@@ -654,6 +647,14 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
     }
 }
 
+/// A listener on `addr` and the address it got; the refusal to print when there is none.
+async fn listen(addr: &str) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), String> {
+    let cannot = |e: std::io::Error| format!("error: cannot listen on {addr}: {e}");
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(cannot)?;
+    let bound = listener.local_addr().map_err(cannot)?;
+    Ok((listener, bound))
+}
+
 /// Carries out a `weft dev` command.
 async fn dev_command(cmd: DevCmd, out: &mut dyn Output) -> i32 {
     match cmd {
@@ -665,17 +666,10 @@ async fn dev_command(cmd: DevCmd, out: &mut dyn Output) -> i32 {
                     return EXIT_USAGE;
                 }
             };
-            let listener = match tokio::net::TcpListener::bind(&addr).await {
+            let (listener, bound) = match listen(&addr).await {
                 Ok(l) => l,
-                Err(e) => {
-                    out.err(&format!("error: cannot listen on {addr}: {e}"));
-                    return EXIT_USAGE;
-                }
-            };
-            let bound = match listener.local_addr() {
-                Ok(a) => a,
-                Err(e) => {
-                    out.err(&format!("error: cannot listen on {addr}: {e}"));
+                Err(message) => {
+                    out.err(&message);
                     return EXIT_USAGE;
                 }
             };
