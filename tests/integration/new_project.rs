@@ -72,10 +72,6 @@ fn new_refuses_bad_names_taken_directories_and_other_languages_writing_nothing()
         (&["new", "step", "taken", "--dir", dir], "not empty"),
         (&["new", "tool", "a-file", "--dir", dir], "not a directory"),
         (
-            &["new", "step", "greet", "--lang", "python", "--dir", dir],
-            "Python plugins are not available",
-        ),
-        (
             &["new", "tool", "adder", "--lang", "js", "--dir", dir],
             "JavaScript plugins are not available",
         ),
@@ -94,6 +90,25 @@ fn new_refuses_bad_names_taken_directories_and_other_languages_writing_nothing()
     );
     assert!(out.stderr.contains("use --lang rust"), "{out:?}");
     assert_eq!(tree(&projects), before, "a refusal wrote something");
+
+    // Python is accepted (tests/polyglot/python.sh builds and runs what it writes).
+    let out = weft_in(
+        tmp.path(),
+        &["new", "step", "greet", "--lang", "python", "--dir", dir],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    for file in [
+        "app.py",
+        "weft_sdk.py",
+        "build.sh",
+        "wit/plugin.wit",
+        "workflow.yaml",
+    ] {
+        assert!(
+            projects.join("greet").join(file).is_file(),
+            "{file} missing"
+        );
+    }
     assert!(
         !tmp.path().join("home").exists(),
         "`weft new` must not open the home"

@@ -242,7 +242,7 @@ pub enum Cmd {
         /// The plugin's name, also its step's or tool's, its package's and its directory's:
         /// lowercase letters, digits and `-`, starting with a letter.
         name: String,
-        /// The language (only `rust` is available yet).
+        /// The language: `rust`, or `python` (built with componentize-py); `js` is not available yet.
         #[arg(long, value_enum, default_value = "rust")]
         lang: new::Lang,
         /// Where to make the project's directory (default: the current directory).

@@ -53,7 +53,7 @@ impl PluginKind {
 pub enum Lang {
     /// Rust, with wit-bindgen.
     Rust,
-    /// Python (componentize-py): not available yet.
+    /// Python, built with componentize-py.
     Python,
     /// JavaScript (jco): not available yet.
     Js,
@@ -88,6 +88,32 @@ mod rust {
     pub const TOOL_WORKFLOW: &str = include_str!("templates/rust/tool_workflow.yaml.tmpl");
     /// `README.md` of a tool plugin.
     pub const TOOL_README: &str = include_str!("templates/rust/tool_README.md.tmpl");
+}
+
+/// The componentize-py version a Python project builds with (its `build.sh` and README say so).
+const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
+
+/// Templates of a Python project (componentize-py); `{{...}}` placeholders are filled by
+/// [`render`].
+mod python {
+    /// `build.sh`.
+    pub const BUILD_SH: &str = include_str!("templates/python/build.sh.tmpl");
+    /// `.gitignore`.
+    pub const GITIGNORE: &str = include_str!("templates/python/gitignore.tmpl");
+    /// `weft_sdk.py`: the JSON glue, the `@step`/`@tool` registry and the exception guard.
+    pub const SDK: &str = include_str!("templates/python/weft_sdk.py.tmpl");
+    /// `app.py` of a step plugin.
+    pub const STEP_APP: &str = include_str!("templates/python/step_app.py.tmpl");
+    /// `workflow.yaml` running a step plugin.
+    pub const STEP_WORKFLOW: &str = include_str!("templates/python/step_workflow.yaml.tmpl");
+    /// `README.md` of a step plugin.
+    pub const STEP_README: &str = include_str!("templates/python/step_README.md.tmpl");
+    /// `app.py` of a tool plugin.
+    pub const TOOL_APP: &str = include_str!("templates/python/tool_app.py.tmpl");
+    /// `workflow.yaml` calling a tool plugin.
+    pub const TOOL_WORKFLOW: &str = include_str!("templates/python/tool_workflow.yaml.tmpl");
+    /// `README.md` of a tool plugin.
+    pub const TOOL_README: &str = include_str!("templates/python/tool_README.md.tmpl");
 }
 
 /// The longest plugin name: a tool name may have at most 64 characters.
@@ -183,18 +209,32 @@ pub fn command(
     match create(kind, name, lang, dir) {
         Ok(project) => {
             let shown = project.display();
+            let language = if lang == Lang::Python {
+                "Python"
+            } else {
+                "Rust"
+            };
             out.line(&format!(
-                "created the Rust {} plugin project {name} in {shown}",
+                "created the {language} {} plugin project {name} in {shown}",
                 kind.word()
             ));
             out.line("next:");
             out.line(&format!("  cd {shown}"));
-            out.line("  ./build.sh          # cargo build --release --target wasm32-wasip2");
+            if lang == Lang::Python {
+                out.line(&format!(
+                    "  ./build.sh          # componentize-py (pip install \
+                     componentize-py=={COMPONENTIZE_PY_VERSION}) builds {name}.wasm"
+                ));
+            } else {
+                out.line("  ./build.sh          # cargo build --release --target wasm32-wasip2");
+            }
             out.line(&format!(
                 "  weft run workflow.yaml --input '{}'",
                 kind.example_input()
             ));
-            out.line("  cargo test          # the unit tests of the logic");
+            if lang == Lang::Rust {
+                out.line("  cargo test          # the unit tests of the logic");
+            }
             EXIT_OK
         }
         Err(message) => {
@@ -212,21 +252,22 @@ fn create(
     lang: Lang,
     dir: Option<PathBuf>,
 ) -> Result<PathBuf, String> {
-    match lang {
-        Lang::Rust => {}
-        Lang::Python | Lang::Js => {
-            let (flag, language) = if lang == Lang::Python {
-                ("python", "Python")
-            } else {
-                ("js", "JavaScript")
-            };
-            return Err(format!(
-                "--lang {flag}: {language} plugins are not available from `weft new` yet; Rust \
-                 is: use --lang rust (the default). Nothing was written"
-            ));
-        }
+    if lang == Lang::Js {
+        return Err(
+            "--lang js: JavaScript plugins are not available from `weft new` yet; Rust \
+                    and Python are: use --lang rust (the default) or --lang python. Nothing was \
+                    written"
+                .to_string(),
+        );
     }
-    check_name(name)?;
+    // Rust's and cargo's reserved names matter to a Rust project only.
+    check_name(name).or_else(|e| {
+        if lang == Lang::Python && RESERVED_NAMES.contains(&name) {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
     let parent = match dir {
         Some(dir) => dir,
         None => std::env::current_dir()
@@ -234,7 +275,10 @@ fn create(
     };
     let project = parent.join(name);
     check_free(&project)?;
-    let files = project_files(kind, name);
+    let files = match lang {
+        Lang::Python => python_project_files(kind, name),
+        Lang::Rust | Lang::Js => project_files(kind, name),
+    };
     write_project(&parent, &project, name, &files)?;
     Ok(project)
 }
@@ -312,6 +356,32 @@ fn project_files(kind: PluginKind, name: &str) -> Vec<ProjectFile> {
     ]
 }
 
+/// The files of a Python project of this kind, filled in for `name`.
+fn python_project_files(kind: PluginKind, name: &str) -> Vec<ProjectFile> {
+    let (app, workflow, readme) = match kind {
+        PluginKind::Step => (python::STEP_APP, python::STEP_WORKFLOW, python::STEP_README),
+        PluginKind::Tool => (python::TOOL_APP, python::TOOL_WORKFLOW, python::TOOL_README),
+    };
+    let file = |path, template: &str, executable| ProjectFile {
+        path,
+        text: render(template, kind, name),
+        executable,
+    };
+    vec![
+        file("build.sh", python::BUILD_SH, true),
+        file(".gitignore", python::GITIGNORE, false),
+        file("app.py", app, false),
+        file("weft_sdk.py", python::SDK, false),
+        file("workflow.yaml", workflow, false),
+        file("README.md", readme, false),
+        ProjectFile {
+            path: "wit/plugin.wit",
+            text: PLUGIN_WIT.to_string(),
+            executable: false,
+        },
+    ]
+}
+
 /// Fills a template's placeholders.
 fn render(template: &str, kind: PluginKind, name: &str) -> String {
     template
@@ -321,6 +391,7 @@ fn render(template: &str, kind: PluginKind, name: &str) -> String {
         .replace("{{world}}", kind.world())
         .replace("{{wit_bindgen}}", WIT_BINDGEN_VERSION)
         .replace("{{serde_json}}", SERDE_JSON_VERSION)
+        .replace("{{componentize_py}}", COMPONENTIZE_PY_VERSION)
 }
 
 /// The stem of the component cargo builds for package `name`: `-` becomes `_`.
@@ -421,7 +492,8 @@ mod tests {
     #[test]
     fn every_placeholder_is_filled() {
         for kind in [PluginKind::Step, PluginKind::Tool] {
-            for file in project_files(kind, "my-plugin") {
+            let files = project_files(kind, "my-plugin");
+            for file in files.iter().chain(&python_project_files(kind, "my-plugin")) {
                 assert!(!file.text.contains("{{"), "{} of a {kind:?}", file.path);
             }
         }

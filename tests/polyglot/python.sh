@@ -1,0 +1,91 @@
+#!/bin/sh
+# Python plugins end to end: `weft new step|tool --lang python` writes projects that build with
+# componentize-py (0.25.1) and run with `weft run`; an uncaught exception in a step fails it with
+# code `exception`. Run from the repository root after `cargo build`; needs componentize-py.
+# Outside `cargo test`, which needs only the Rust toolchain. WEFT=path picks another weft binary.
+#
+# Slow with the debug binary: weft compiles each ~20 MB component on first load (minutes
+# unoptimized; the home keeps the compiled code for the later runs).
+set -eu
+
+WEFT=${WEFT:-target/debug/weft}
+fail() {
+    echo "tests/polyglot/python.sh: FAIL: $*" >&2
+    exit 1
+}
+[ -x "$WEFT" ] || fail "$WEFT not found: run \`cargo build\` first, from the repository root"
+WEFT=$(cd "$(dirname "$WEFT")" && pwd)/$(basename "$WEFT")
+command -v componentize-py >/dev/null 2>&1 \
+    || fail "componentize-py is not installed: pip install componentize-py==0.25.1"
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+# POLYGLOT_HOME=dir keeps weft's home (and its compiled components) between runs.
+HOME_DIR=${POLYGLOT_HOME:-"$TMP/home"}
+
+# run WORKFLOW INPUT: the run record (--json) on stdout.
+run() {
+    "$WEFT" --home "$HOME_DIR" run "$1" --input "$2" --json 2>"$TMP/stderr" || true
+}
+# expect WHAT GOT WANT: exact comparison.
+expect() {
+    [ "$2" = "$3" ] || fail "$1: got [$2], want [$3]"
+}
+# field RECORD PATH...: a value of the run record, compact JSON (python3 reads it).
+field() {
+    rec=$1
+    shift
+    printf '%s' "$rec" | python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1:]:
+    v = v.get(k) if isinstance(v, dict) else None
+print(v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":")))
+' "$@" 2>/dev/null || echo "(not a run record: $(head -c 500 "$TMP/stderr"))"
+}
+
+echo "== weft new step greet --lang python"
+"$WEFT" new step greet --lang python --dir "$TMP" >/dev/null || fail "weft new step"
+for f in app.py weft_sdk.py build.sh workflow.yaml README.md .gitignore wit/plugin.wit; do
+    [ -f "$TMP/greet/$f" ] || fail "the step project has no $f"
+done
+echo "== build the step"
+sh "$TMP/greet/build.sh" >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log" >&2; fail "build.sh of the step"; }
+[ -f "$TMP/greet/greet.wasm" ] || fail "the step's build.sh made no greet.wasm"
+
+echo "== run the step (the first load compiles the component)"
+record=$(run "$TMP/greet/workflow.yaml" '{"name": "Ada"}')
+expect "step status" "$(field "$record" status)" "success"
+expect "step result" "$(field "$record" result)" '{"greeting":"Hello, Ada!"}'
+expect "step state" "$(field "$record" state)" '{"last-greeted":"Ada"}'
+
+echo "== an exception in the step fails it with code exception"
+record=$(run "$TMP/greet/workflow.yaml" '{}')
+expect "exception status" "$(field "$record" status)" "failed"
+expect "exception code" "$(field "$record" error code)" "exception"
+expect "exception message" "$(field "$record" error message)" "KeyError: 'name'"
+expect "exception type" "$(field "$record" error details type)" "KeyError"
+case "$(field "$record" error details traceback)" in
+*"Traceback (most recent call last)"*"KeyError"*) ;;
+*) fail "exception details carry no traceback: $record" ;;
+esac
+
+echo "== weft new tool adder --lang python"
+"$WEFT" new tool adder --lang python --dir "$TMP" >/dev/null || fail "weft new tool"
+echo "== build the tool"
+sh "$TMP/adder/build.sh" >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log" >&2; fail "build.sh of the tool"; }
+[ -f "$TMP/adder/adder.wasm" ] || fail "the tool's build.sh made no adder.wasm"
+echo "== run the tool (the first load compiles the component)"
+record=$(run "$TMP/adder/workflow.yaml" '{"a": 2, "b": 3}')
+expect "tool status" "$(field "$record" status)" "success"
+expect "tool result" "$(field "$record" result)" '{"sum":5}'
+
+echo "== build.sh without componentize-py says how to install it"
+mkdir "$TMP/bin"
+ln -s "$(command -v dirname)" "$TMP/bin/dirname"
+if PATH="$TMP/bin" /bin/sh "$TMP/adder/build.sh" >"$TMP/out" 2>&1; then
+    fail "build.sh succeeded without componentize-py"
+fi
+grep -qF "pip install componentize-py==0.25.1" "$TMP/out" || fail "build.sh said: $(cat "$TMP/out")"
+
+echo "tests/polyglot/python.sh: ok"
