@@ -1263,3 +1263,54 @@ fn s118_a_stale_socket_file_is_replaced() {
     assert_eq!(home.weft(&["cancel", "held"]).code, 0);
     assert_eq!(holder.finish().code, 4);
 }
+
+/// The compiled components (`.cwasm`) in `dir`.
+fn compiled_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_plugin_cache_shared_by_two_homes_compiles_a_plugin_once() {
+    let (a, b) = (Home::new(), Home::new());
+    let shared = tempfile::tempdir().expect("temp dir");
+    let cache = shared.path().join("plugins");
+    let cache_arg = path_str(&cache);
+    let compiled = a.weft(&[
+        "--plugin-cache",
+        cache_arg,
+        "plugin",
+        "compile",
+        weft_guests::TESTKIT,
+    ]);
+    assert_eq!(compiled.code, 0, "{compiled:?}");
+    assert!(compiled.stdout.contains(" ready in "), "{compiled:?}");
+    assert_eq!(compiled_in(&cache), 1, "compiled into the shared cache");
+    // Another home using the same cache runs the plugin without compiling it again. (Test
+    // homes link `cache` to one cache for the whole suite: this one gets its own back.)
+    std::fs::remove_file(b.home().join("cache")).expect("unlink the suite's cache");
+    let file = b.file("inc.yaml", INC);
+    let run = b.weft(&[
+        "--plugin-cache",
+        cache_arg,
+        "run",
+        path_str(&file),
+        "--input",
+        r#"{"n": 1}"#,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(compiled_in(&cache), 1, "nothing compiled twice");
+    assert_eq!(
+        compiled_in(&b.home().join("cache")),
+        0,
+        "nothing in the home's own cache"
+    );
+    let missing = a.weft(&["plugin", "compile", "/nonexistent/x.wasm"]);
+    assert_eq!(missing.code, 2, "{missing:?}");
+}

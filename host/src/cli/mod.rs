@@ -66,6 +66,11 @@ pub struct Cli {
     /// The largest resume data accepted, in MiB.
     #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_resume_mib: u64,
+    /// Where compiled plugins are cached, shared by every home that names it (default: the
+    /// home's own `cache/`). A plugin compiled once (`weft plugin compile`) loads at once in
+    /// every home using the same directory.
+    #[arg(long, global = true, env = "WEFT_PLUGIN_CACHE", value_name = "DIR")]
+    pub plugin_cache: Option<PathBuf>,
     /// Export traces of runs and step attempts over OTLP/HTTP to this collector (e.g.
     /// `http://localhost:4318`); `OTEL_EXPORTER_OTLP_PROTOCOL=http/json` picks JSON over
     /// protobuf.
@@ -91,6 +96,11 @@ impl Cli {
             max_state_bytes: self.max_state_mib.saturating_mul(MIB),
             max_resume_bytes: self.max_resume_mib.saturating_mul(MIB),
             expr_steps: self.expr_steps,
+            host: crate::plugin::HostConfig::default().with_cache_dir(
+                self.plugin_cache
+                    .as_ref()
+                    .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())),
+            ),
             ..RuntimeConfig::default()
         }
     }
@@ -275,6 +285,13 @@ pub enum PluginCmd {
         /// The component.
         file: PathBuf,
     },
+    /// Compile components into the plugin cache ahead of their first run (with
+    /// `--plugin-cache DIR`, for every home sharing that directory).
+    Compile {
+        /// The components.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
 /// Parses a run id argument with [`check_run_id`]; a refusal repeats only the start of a long id.
@@ -380,6 +397,7 @@ fn absolutize(mut cmd: Cmd) -> Cmd {
         Cmd::Validate { file }
         | Cmd::Graph { file, .. }
         | Cmd::Plugin(PluginCmd::Inspect { file }) => abs(file),
+        Cmd::Plugin(PluginCmd::Compile { files }) => files.iter_mut().for_each(abs),
         _ => {}
     }
     cmd
@@ -629,6 +647,24 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             lang,
             dir,
         } => new::command(kind, &name, lang, dir, out),
+        Cmd::Plugin(PluginCmd::Compile { files }) => {
+            for file in files {
+                let started = std::time::Instant::now();
+                match rt.host().load_file(&file, None).await {
+                    Ok(p) => out.line(&format!(
+                        "{}: {} ready in {} ms",
+                        file.display(),
+                        p.digest(),
+                        started.elapsed().as_millis()
+                    )),
+                    Err(e) => {
+                        out.err(&format!("error: {e}"));
+                        return EXIT_USAGE;
+                    }
+                }
+            }
+            EXIT_OK
+        }
         Cmd::Plugin(PluginCmd::Inspect { file }) => match rt.host().load_file(&file, None).await {
             Ok(p) => {
                 let info = json!({

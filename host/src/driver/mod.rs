@@ -259,13 +259,15 @@ impl Runtime {
         crate::home::create_dir(home)
             .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", home.display())))?;
         let store: Arc<dyn Store> = Arc::new(SledStore::open(home, config.cache_mib)?);
-        if config.host.cache_dir.is_none() {
-            let cache = home.join("cache");
-            crate::home::create_dir(&cache).map_err(|e| {
-                StoreError::Backend(format!("cannot create {}: {e}", cache.display()))
-            })?;
-            config.host.cache_dir = Some(cache);
-        }
+        // The home's own cache unless a shared one is given; either is made when missing.
+        let cache = config
+            .host
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| home.join("cache"));
+        crate::home::create_dir(&cache)
+            .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", cache.display())))?;
+        config.host.cache_dir = Some(cache);
         config.host.home = Some(home.to_path_buf());
         let host = PluginHost::new(config.host.clone())?;
         let natives = NativeSteps::default();
