@@ -10,13 +10,15 @@
 //! by name with [`Runtime::register_executor`](crate::driver::Runtime::register_executor) is
 //! used like a native step.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use crate::engine::invocation::{InvocationResult, StepCall, StepOutcome};
+use crate::engine::invocation::{InvocationResult, StepCall, StepFailure, StepOutcome};
 use crate::engine::model::StepKind;
-use crate::plugin::{Invocation, Plugin, Sandbox, ToolCall};
+use crate::plugin::{AbortHandle, Invocation, Plugin, Sandbox, ToolCall};
 
 /// Runs invocations of steps: one attempt per call.
 ///
@@ -102,4 +104,31 @@ fn call_id(call: &StepCall) -> String {
         id.push_str(&format!("@{n}"));
     }
     id
+}
+
+/// Runs `work`, an attempt of an executor whose future can simply be dropped, until it ends, its
+/// `abort` fires (a `cancelled` failure, `cancelled` the message) or `deadline` passes (S15: the
+/// abort gets reason `timeout`, and the attempt fails `timeout` with `late`, then ` N ms`).
+pub(crate) async fn until_aborted<T>(
+    work: impl Future<Output = Result<T, StepFailure>>,
+    abort: &AbortHandle,
+    deadline: Option<Duration>,
+    cancelled: &str,
+    late: &str,
+) -> Result<T, StepFailure> {
+    let past_deadline = async {
+        match deadline {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = work => r,
+        () = abort.aborted() => Err(StepFailure::new("cancelled", cancelled).not_retryable()),
+        () = past_deadline => {
+            abort.abort("timeout");
+            let ms = deadline.map(|d| d.as_millis()).unwrap_or_default();
+            Err(StepFailure::new("timeout", format!("{late} {ms} ms")))
+        }
+    }
 }

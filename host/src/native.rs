@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::engine::invocation::{InvocationResult, StepCall, StepFailure, StepOutcome};
-use crate::executor::{StepExecutor, StepRequest};
+use crate::executor::{StepExecutor, StepRequest, until_aborted};
 use crate::plugin::{AbortHandle, EventSink, GuestEvent, LogLevel, RunAccess, StepInfo};
 
 /// The plugin key native steps use in a graph: what a stored graph says of a step that an
@@ -105,24 +105,14 @@ impl StepExecutor for NativeStep {
         let run = (self.run)(native);
         let deadline = io.deadline;
         Box::pin(async move {
-            let past_deadline = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let outcome = tokio::select! {
-                r = run => r,
-                () = abort.aborted() => Err(StepFailure::new("cancelled", "the step was cancelled").not_retryable()),
-                () = past_deadline => {
-                    abort.abort("timeout");
-                    let ms = deadline.map(|d| d.as_millis()).unwrap_or_default();
-                    Err(StepFailure::new(
-                        "timeout",
-                        format!("the native step did not finish within its deadline of {ms} ms"),
-                    ))
-                }
-            };
+            let outcome = until_aborted(
+                run,
+                &abort,
+                deadline,
+                "the step was cancelled",
+                "the native step did not finish within its deadline of",
+            )
+            .await;
             let patches = std::mem::take(&mut *patches.lock().unwrap_or_else(|e| e.into_inner()));
             InvocationResult { outcome, patches }
         })

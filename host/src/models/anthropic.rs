@@ -9,7 +9,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::http::{broken, malformed, post_sse, url};
-use super::{Deltas, Message, Reply, Request, ToolCall};
+use super::{Deltas, Message, Reply, Request, ToolCall, headers};
 use crate::engine::invocation::StepFailure;
 use crate::engine::model::ModelDef;
 
@@ -110,11 +110,9 @@ pub(crate) async fn call(
     deltas: &Deltas<'_>,
 ) -> Result<Reply, StepFailure> {
     let endpoint = url(&def.base_url, "messages");
-    let mut headers: Vec<(String, String)> = vec![("anthropic-version".into(), VERSION.into())];
-    headers.extend(def.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-    if let Some(key) = key {
-        headers.push(("x-api-key".into(), key.to_owned()));
-    }
+    let mut extra = vec![("anthropic-version".to_owned(), VERSION.to_owned())];
+    extra.extend(key.map(|key| ("x-api-key".to_owned(), key.to_owned())));
+    let headers = headers(def, extra);
     let mut events = post_sse(&endpoint, &headers, &body(def, req)).await?;
     let mut reply = Reply::default();
     let mut blocks: Vec<Option<Block>> = Vec::new();

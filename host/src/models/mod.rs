@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use crate::engine::invocation::{InvocationResult, StepFailure, StepOutcome};
 use crate::engine::model::{ModelApi, ModelDef};
-use crate::executor::{StepExecutor, StepRequest};
+use crate::executor::{StepExecutor, StepRequest, until_aborted};
 use crate::plugin::{EventSink, GuestEvent};
 
 /// One message of a conversation, provider-neutral.
@@ -174,6 +174,15 @@ impl Deltas<'_> {
     }
 }
 
+/// The model's own `headers:`, then `extra` (the protocol's version, its key header).
+pub(crate) fn headers(def: &ModelDef, extra: Vec<(String, String)>) -> Vec<(String, String)> {
+    def.headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .chain(extra)
+        .collect()
+}
+
 /// The step failure for an input that is not a model step's.
 fn invalid_input(message: String) -> StepFailure {
     StepFailure::new("invalid-input", message).not_retryable()
@@ -262,22 +271,15 @@ impl StepExecutor for ModelStep {
     fn execute(&self, request: StepRequest) -> BoxFuture<'_, InvocationResult> {
         Box::pin(async move {
             let abort = request.io.abort.child();
-            let deadline = request.io.deadline;
-            let past_deadline = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let outcome = tokio::select! {
-                r = self.call(&request) => r.map(|reply| StepOutcome::Done(reply.output())),
-                () = abort.aborted() => Err(StepFailure::new("cancelled", "the model call was cancelled").not_retryable()),
-                () = past_deadline => {
-                    abort.abort("timeout");
-                    let ms = deadline.map(|d| d.as_millis()).unwrap_or_default();
-                    Err(StepFailure::new("timeout", format!("the model did not answer within the step's deadline of {ms} ms")))
-                }
-            };
+            let outcome = until_aborted(
+                self.call(&request),
+                &abort,
+                request.io.deadline,
+                "the model call was cancelled",
+                "the model did not answer within the step's deadline of",
+            )
+            .await
+            .map(|reply| StepOutcome::Done(reply.output()));
             InvocationResult {
                 outcome,
                 patches: Vec::new(),

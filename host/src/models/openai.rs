@@ -9,7 +9,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::http::{broken, malformed, post_sse, url};
-use super::{Deltas, Message, Reply, Request, ToolCall, Usage};
+use super::{Deltas, Message, Reply, Request, ToolCall, Usage, headers};
 use crate::engine::invocation::StepFailure;
 use crate::engine::model::ModelDef;
 
@@ -87,14 +87,8 @@ pub(crate) async fn call(
     deltas: &Deltas<'_>,
 ) -> Result<Reply, StepFailure> {
     let endpoint = url(&def.base_url, "chat/completions");
-    let mut headers: Vec<(String, String)> = def
-        .headers
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    if let Some(key) = key {
-        headers.push(("authorization".into(), format!("Bearer {key}")));
-    }
+    let auth = key.map(|key| ("authorization".to_owned(), format!("Bearer {key}")));
+    let headers = headers(def, auth.into_iter().collect());
     let mut events = post_sse(&endpoint, &headers, &body(def, req)).await?;
     let mut reply = Reply::default();
     let mut calls: Vec<Partial> = Vec::new();
