@@ -164,7 +164,10 @@ fn check_graph(graph: &Graph) -> Result<(), String> {
             | EntryKind::Loop { body, .. }
             | EntryKind::Group { body } => list(body, &at)?,
             EntryKind::Workflow { file: f } => file(*f, &at)?,
-            EntryKind::Step(_) | EntryKind::Sleep { .. } | EntryKind::Map { .. } => {}
+            EntryKind::Step(_)
+            | EntryKind::Sleep { .. }
+            | EntryKind::Map { .. }
+            | EntryKind::Agent(_) => {}
         }
     }
     Ok(())
@@ -229,7 +232,8 @@ fn check_node(node: &Node, graph: &Graph) -> Result<(), String> {
     match (&node.kind, &entry.kind) {
         (NodeKind::Plain, _)
         | (NodeKind::Step(_), EntryKind::Step(_))
-        | (NodeKind::Sleep { .. }, EntryKind::Sleep { .. }) => Ok(()),
+        | (NodeKind::Sleep { .. }, EntryKind::Sleep { .. })
+        | (NodeKind::Agent(_), EntryKind::Agent(_)) => Ok(()),
         (NodeKind::Parallel(nodes), EntryKind::Parallel { arms: declared }) => {
             arms(nodes.len(), declared.len())?;
             nodes

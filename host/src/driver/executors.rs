@@ -218,6 +218,7 @@ mod tests {
                 ("f/bad".to_owned(), plugin(json!({"limits": "none"}))),
             ]),
             models: IndexMap::new(),
+            workflow_tools: IndexMap::new(),
         };
         let executors = Executors::new(host.clone(), store, natives.clone());
         (executors.for_run(Arc::new(graph)), host, natives)

@@ -3,6 +3,7 @@
 
 use super::context::{Cx, Frame};
 use super::drive::mark_cancelled;
+use super::machines::agent::cancel_approvals;
 use super::nodes::{End, Item, Node, NodeKind, Phase, Seq, StepNode, StepWait};
 use super::visit::visit_seq;
 
@@ -54,6 +55,7 @@ fn cancel_children(node: &mut Node, frame: &Frame, now: &str, cx: &mut Cx) {
             cancel_seq(body, &f, now, cx);
         }
         NodeKind::Nested(body) => cancel_seq(body, frame, now, cx),
+        NodeKind::Agent(_) => cancel_approvals(node, frame, cx),
         NodeKind::Plain | NodeKind::Sleep { .. } => {}
     }
 }

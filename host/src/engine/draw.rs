@@ -115,6 +115,24 @@ impl Drawing<'_> {
                 );
                 (name.clone(), name)
             }
+            EntryKind::Agent(a) => {
+                let tools: Vec<&str> = a.tools.iter().map(|t| t.name.as_str()).collect();
+                self.node(
+                    &name,
+                    &format!(
+                        "{} (agent: {}; tools: {})",
+                        entry.id,
+                        a.model,
+                        if tools.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            tools.join(", ")
+                        }
+                    ),
+                    "box",
+                );
+                (name.clone(), name)
+            }
             EntryKind::Map { expr } => {
                 self.node(&name, &format!("{} = map {}", entry.id, expr.source), "box");
                 (name.clone(), name)

@@ -96,6 +96,7 @@ pub(crate) fn drive_node(node: &mut Node, frame: &Frame, cx: &mut Cx) {
             machines::nested::drive_nested(node, entry, *file, frame, cx)
         }
         EntryKind::Group { body } => machines::branch::drive_group(node, entry, body, frame, cx),
+        EntryKind::Agent(def) => machines::agent::drive_agent(node, entry, def, frame, cx),
     }
 }
 

@@ -34,7 +34,15 @@ pub struct Graph {
     /// The models `model:` entries call, by key (`models:`, S122).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub models: IndexMap<String, ModelDef>,
+    /// The workflows agents offer their models as tools, each a whole graph of its own that a
+    /// call runs as a child run (S125), by key (see [`WORKFLOW_TOOL_PLUGIN`]).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub workflow_tools: IndexMap<String, Graph>,
 }
+
+/// The plugin key of an agent's workflow tool calls: their `step` is the workflow's key in
+/// [`Graph::workflow_tools`].
+pub const WORKFLOW_TOOL_PLUGIN: &str = "workflow";
 
 /// The plugin key of a `model:` entry's [`StepDef`]: its `step` is the model's key in
 /// [`Graph::models`].
@@ -188,6 +196,52 @@ pub enum EntryKind {
         /// The entries.
         body: Vec<EntryId>,
     },
+    /// A model that calls tools in a loop of journaled sub-steps (S123).
+    Agent(Box<AgentDef>),
+}
+
+/// An `agent:` entry (S123–S126): a model deciding, tools acting, until the model answers
+/// without a tool call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentDef {
+    /// The model's key in [`Graph::models`].
+    pub model: String,
+    /// The system instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// The tools offered to the model, by the name the model calls them by.
+    pub tools: Vec<AgentTool>,
+    /// The most model calls of one execution, a repair included.
+    pub max_steps: u32,
+    /// The structured output the final answer must be (S124); `None`: the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Schema>,
+    /// The model calls' configuration (`max-tokens`, `temperature`).
+    pub config: Value,
+    /// The model calls' retry policy (the model's `retry:` over the file's, the entry's over
+    /// both).
+    pub retry: RetryPolicy,
+    /// Each model call's own `timeout-ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Makes the agent's input from the entry's (`input:`, S119).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Expr>,
+}
+
+/// A tool an agent offers its model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentTool {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON Schema of its arguments, as the model is shown it.
+    pub parameters: Value,
+    /// A person approves each call before it runs (S124).
+    pub approve: bool,
+    /// What a call runs: a plugin's tool, or a workflow as a child run.
+    pub call: StepDef,
 }
 
 /// One arm of a branch.

@@ -124,6 +124,95 @@ pub enum NodeKind {
     },
     /// A nested workflow or a branch arm's list.
     Nested(Seq),
+    /// An agent's conversation and the sub-steps under way.
+    Agent(Box<AgentNode>),
+}
+
+/// An agent's own state (S123): the conversation so far and what it waits for. Its model and
+/// tool calls are step executions of their own, each with its own path and record, so a
+/// recovery repeats none that has ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentNode {
+    /// The conversation: provider-neutral messages, the model's replies and tool results
+    /// included.
+    pub messages: Vec<Value>,
+    /// Model calls started so far; the next one's path ends in `model-{turns + 1}`.
+    pub turns: u32,
+    /// Tokens used by the model calls that ended, summed.
+    pub usage: AgentUsage,
+    /// One summary per model call that ended: its text, tool calls and their results.
+    pub steps: Vec<Value>,
+    /// A repair of the structured output was asked for (S126).
+    pub repaired: bool,
+    /// What runs now.
+    pub now: AgentNow,
+}
+
+/// Tokens an agent's model calls used, as the provider counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentUsage {
+    /// Tokens of the requests.
+    pub input_tokens: u64,
+    /// Tokens of the replies.
+    pub output_tokens: u64,
+}
+
+/// What an agent waits for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AgentNow {
+    /// A model call.
+    Model(Box<Node>),
+    /// The tool calls of the last reply, in the order the model made them.
+    Tools(Vec<ToolRun>),
+    /// Nothing: the agent has ended.
+    Nothing,
+}
+
+/// One tool call of a model reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRun {
+    /// The provider's id of the call.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments the model gave.
+    pub arguments: Value,
+    /// The path of its record: the agent's path, `.tool-`, and the id made path-safe.
+    pub path: String,
+    /// Where it stands.
+    pub state: ToolState,
+}
+
+/// Where a tool call stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToolState {
+    /// Not started.
+    Pending,
+    /// Suspended until a person approves or refuses it (S124).
+    Approval,
+    /// Its execution.
+    Running(Box<Node>),
+    /// Ended: what the model is told.
+    Done(Value),
+    /// Ended by a guardrail (S82): the agent ends `tripwire` once no call runs.
+    Tripped(TripwireInfo),
+}
+
+impl AgentNode {
+    /// The executions under way: the model call or the running tool calls.
+    pub(crate) fn running(&self) -> Vec<&Node> {
+        match &self.now {
+            AgentNow::Model(node) => vec![&**node],
+            AgentNow::Tools(runs) => runs
+                .iter()
+                .filter_map(|r| match &r.state {
+                    ToolState::Running(node) => Some(&**node),
+                    _ => None,
+                })
+                .collect(),
+            AgentNow::Nothing => Vec::new(),
+        }
+    }
 }
 
 /// A plugin step's own state.

@@ -177,6 +177,7 @@ pub(super) fn graph(shapes: &[Shape]) -> Graph {
             entries: vec![],
             plugins: IndexMap::new(),
             models: IndexMap::new(),
+            workflow_tools: IndexMap::new(),
         },
         next: 0,
     };

@@ -117,6 +117,7 @@ pub fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Refusal> 
                     wait: StepWait::Invocation { .. } | StepWait::Retry { .. },
                     ..
                 }) | NodeKind::Sleep { .. }
+                    | NodeKind::Agent(_)
             );
         if node.entry == target {
             node.input = input.clone();
@@ -128,9 +129,11 @@ pub fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Refusal> 
         }
     });
     reopen(&mut state.root, target);
-    state
-        .records
-        .retain(|p, _| !restarted.contains(p) && !p.starts_with(&prefix));
+    // An agent's model and tool calls are recorded under its path: they go with it.
+    let under: Vec<String> = restarted.iter().map(|p| format!("{p}.")).collect();
+    state.records.retain(|p, _| {
+        !restarted.contains(p) && !p.starts_with(&prefix) && !under.iter().any(|u| p.starts_with(u))
+    });
     state.run_id = req.run_id;
     state.status = RunStatus::Pending;
     state.created_at = req.at;
@@ -199,7 +202,7 @@ fn walk(node: &mut Node, f: &mut impl FnMut(&mut Node)) {
             }
         }
         NodeKind::Loop { body, .. } | NodeKind::Nested(body) => walk_seq(body, f),
-        NodeKind::Plain | NodeKind::Step(_) | NodeKind::Sleep { .. } => {}
+        NodeKind::Plain | NodeKind::Step(_) | NodeKind::Sleep { .. } | NodeKind::Agent(_) => {}
     }
     f(node);
 }
@@ -226,7 +229,7 @@ fn reopen_node(node: &mut Node, target: EntryId) -> bool {
             _ => false,
         }),
         NodeKind::Loop { body, .. } | NodeKind::Nested(body) => reopen(body, target),
-        NodeKind::Plain | NodeKind::Step(_) | NodeKind::Sleep { .. } => false,
+        NodeKind::Plain | NodeKind::Step(_) | NodeKind::Sleep { .. } | NodeKind::Agent(_) => false,
     };
     if hit {
         node.phase = Phase::Running;

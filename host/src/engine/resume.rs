@@ -4,10 +4,11 @@
 use serde_json::Value;
 
 use super::events::{Refusal, ResumeRequest};
+use super::machines::agent::{approval_schema, approvals};
 use super::model::{EntryId, EntryKind, Graph};
 use super::nodes::{NodeKind, StepNode, StepWait};
 use super::records::SuspendedEntry;
-use super::schema;
+use super::schema::{self, Schema};
 use super::state::{RunState, RunStatus};
 use super::visit::visit_seq;
 
@@ -111,14 +112,21 @@ pub(crate) fn select_resume(
     }
     let entry = graph.entry(chosen[0].0);
     let mut data = req.data;
-    if let EntryKind::Step(def) = &entry.kind
-        && let Some(schema) = &def.schemas.resume
+    let approval;
+    let checked = match &entry.kind {
+        EntryKind::Step(def) => def.schemas.resume.as_ref(),
+        EntryKind::Agent(_) => {
+            approval = Schema::new(approval_schema());
+            Some(&approval)
+        }
+        _ => None,
+    };
+    if let Some(schema) = checked
         && let Err(violations) = schema.fill_and_check(&mut data)
     {
         return Err(Refusal::InvalidData {
             message: format!(
-                "step {}: resume data: {}",
-                entry.path,
+                "step {first_path}: resume data: {}",
                 schema::summarize(&violations)
             ),
             violations,
@@ -137,6 +145,11 @@ pub(crate) fn select_resume(
 fn suspended_list(run: &RunState, graph: &Graph) -> Vec<(EntryId, String, SuspendedEntry)> {
     let mut found = Vec::new();
     visit_seq(&run.root, None, &mut |node, index| {
+        if let NodeKind::Agent(agent) = &node.kind {
+            for (path, entry) in approvals(agent, index) {
+                found.push((node.entry, path, entry));
+            }
+        }
         if let NodeKind::Step(StepNode {
             wait: StepWait::Resume { payload, labels },
             ..

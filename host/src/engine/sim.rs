@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use super::expr::Expr;
 use super::invocation::{InvocationResult, StepCall, StepFailure, StepOutcome, Tripwire};
 use super::model::{
-    BranchArm, EntryDef, EntryId, EntryKind, FileDef, FileId, GRAPH_FORMAT, Graph, RetryPolicy,
-    StepDef, StepKind, StepSchemas,
+    AgentDef, AgentTool, BranchArm, EntryDef, EntryId, EntryKind, FileDef, FileId, GRAPH_FORMAT,
+    Graph, RetryPolicy, StepDef, StepKind, StepSchemas,
 };
 use super::schema::Schema;
 use super::{
@@ -52,6 +52,7 @@ enum SpecKind {
         body: Vec<Spec>,
     },
     Workflow(FileSpec),
+    Agent(Box<AgentDef>),
 }
 
 /// One workflow file of a test workflow.
@@ -168,6 +169,43 @@ pub(crate) fn do_until(id: &str, test: &str, max: Option<u32>, body: Vec<Spec>) 
     )
 }
 
+/// An `agent:` over model `m` offering `tools` (name, needs approval), with `max_steps`.
+pub(crate) fn agent(id: &str, tools: &[(&str, bool)], max_steps: u32) -> Spec {
+    let tools = tools
+        .iter()
+        .map(|(name, approve)| AgentTool {
+            name: (*name).into(),
+            description: format!("the {name} tool"),
+            parameters: json!({ "type": "object" }),
+            approve: *approve,
+            call: StepDef {
+                plugin: "kit".into(),
+                step: (*name).into(),
+                config: json!({}),
+                retry: RetryPolicy::default(),
+                timeout_ms: None,
+                schemas: StepSchemas::default(),
+                kind: StepKind::Tool,
+                input: None,
+            },
+        })
+        .collect();
+    spec(
+        id,
+        SpecKind::Agent(Box::new(AgentDef {
+            model: "m".into(),
+            instructions: Some("be brief".into()),
+            tools,
+            max_steps,
+            output_schema: None,
+            config: json!({}),
+            retry: RetryPolicy::default(),
+            timeout_ms: None,
+            input: None,
+        })),
+    )
+}
+
 /// A `workflow:` entry running `file`.
 pub(crate) fn workflow(id: &str, file: FileSpec) -> Spec {
     spec(id, SpecKind::Workflow(file))
@@ -201,6 +239,27 @@ impl Spec {
         self
     }
 
+    /// The agent's output schema (S126).
+    pub(crate) fn output_schema(mut self, schema: Value) -> Self {
+        if let SpecKind::Agent(def) = &mut self.kind {
+            def.output_schema = Some(Schema::new(schema));
+        }
+        self
+    }
+
+    /// The retry policy of the agent's model calls.
+    pub(crate) fn model_retry(mut self, attempts: u32, delay_ms: u64) -> Self {
+        if let SpecKind::Agent(def) = &mut self.kind {
+            def.retry = RetryPolicy {
+                attempts,
+                delay_ms,
+                backoff: 1.0,
+                max_delay_ms: None,
+            };
+        }
+        self
+    }
+
     /// The step's resume schema.
     pub(crate) fn resume_schema(mut self, schema: Value) -> Self {
         if let SpecKind::Step { schemas, .. } = &mut self.kind {
@@ -218,6 +277,7 @@ pub(crate) fn graph(top: FileSpec) -> Graph {
         entries: Vec::new(),
         plugins: IndexMap::new(),
         models: IndexMap::new(),
+        workflow_tools: IndexMap::new(),
     };
     add_file(&mut g, top, "");
     g
@@ -316,6 +376,7 @@ fn add_entry(g: &mut Graph, s: Spec, prefix: &str, file: FileId) -> EntryId {
         SpecKind::Workflow(nested) => EntryKind::Workflow {
             file: add_file(g, nested, &path),
         },
+        SpecKind::Agent(def) => EntryKind::Agent(def),
     };
     g.entries[eid as usize].kind = kind;
     eid
@@ -422,6 +483,8 @@ pub(crate) struct Sim {
     pub(crate) aborted: Vec<u64>,
     /// The most invocations in flight at once.
     pub(crate) max_in_flight: usize,
+    /// The path of every invocation whose end was fed, in order.
+    pub(crate) ended: Vec<String>,
     input: Value,
     created_at: Millis,
     in_flight: VecDeque<InFlight>,
@@ -446,6 +509,7 @@ impl Sim {
             timers_set: Vec::new(),
             aborted: Vec::new(),
             max_in_flight: 0,
+            ended: Vec::new(),
             input,
             created_at,
             in_flight: VecDeque::new(),
@@ -542,7 +606,14 @@ impl Sim {
             at: self.now,
         })
         .expect("an invocation's end is never refused");
+        self.ended.push(f.invoke.call.step_path);
         true
+    }
+
+    /// Feeds the next thing that would happen (an invocation's end, else the earliest timer);
+    /// false when nothing would.
+    pub(crate) fn step_once(&mut self) -> bool {
+        self.answer_one() || self.fire_one()
     }
 
     /// Fires the earliest timer, moving the clock to it. False when none is set.

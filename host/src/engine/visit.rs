@@ -2,7 +2,8 @@
 
 use super::nodes::{Item, Node, NodeKind, Phase, Seq};
 
-/// Calls `f` on every execution under way (not ended), with its innermost foreach index.
+/// Calls `f` on every execution under way (not ended), with its innermost foreach index; an
+/// agent's running model or tool calls are visited after the agent.
 pub(crate) fn visit_seq(seq: &Seq, index: Option<u32>, f: &mut impl FnMut(&Node, Option<u32>)) {
     if matches!(seq.phase, Phase::Done(_)) {
         return;
@@ -27,5 +28,9 @@ fn visit_node(node: &Node, index: Option<u32>, f: &mut impl FnMut(&Node, Option<
             }
         }
         NodeKind::Loop { body, .. } | NodeKind::Nested(body) => visit_seq(body, index, f),
+        NodeKind::Agent(agent) => agent
+            .running()
+            .into_iter()
+            .for_each(|n| visit_node(n, index, f)),
     }
 }

@@ -141,6 +141,7 @@ async fn load(
             entries: Vec::new(),
             plugins: IndexMap::new(),
             models: IndexMap::new(),
+            workflow_tools: IndexMap::new(),
         },
         stack: Vec::new(),
     };

@@ -1,6 +1,7 @@
 //! One machine per construct, in the style of Temporal sdk-core's `machines/`: each file drives
 //! its kind of execution through one drive pass and holds its tests beside it.
 
+pub(crate) mod agent;
 pub(crate) mod branch;
 pub(crate) mod foreach;
 pub(crate) mod loops;
