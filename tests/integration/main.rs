@@ -2,6 +2,7 @@
 //! wasmtime against a real sled directory. Tests are named after the rules of
 //! `docs/SEMANTICS.md` they check (`s45_…`); `contract.rs` keeps that true.
 
+mod agents;
 mod blocks;
 mod cli;
 mod common;

@@ -28,6 +28,8 @@ enum Frame {
     Accepted,
     Started(String),
     Out(String),
+    /// A piece of a stderr line (streamed model text).
+    ErrPart(String),
     Err(String),
     Exit(i32),
 }
@@ -132,6 +134,10 @@ impl Output for Remote {
         let _ = self.0.send(Frame::Err(text.to_owned()));
     }
 
+    fn err_part(&mut self, text: &str) {
+        let _ = self.0.send(Frame::ErrPart(text.to_owned()));
+    }
+
     fn started(&mut self, run_id: &str) {
         let _ = self.0.send(Frame::Started(run_id.to_owned()));
     }
@@ -193,6 +199,7 @@ pub async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32
             Ok(Frame::Started(id)) => started = Some(id),
             Ok(Frame::Out(t)) => out.line(&t),
             Ok(Frame::Err(t)) => out.err(&t),
+            Ok(Frame::ErrPart(t)) => out.err_part(&t),
             Ok(Frame::Exit(code)) => return Some(code),
             Err(_) => continue,
         }

@@ -252,7 +252,7 @@ pub enum Cmd {
         /// The plugin's name, also its step's or tool's, its package's and its directory's:
         /// lowercase letters, digits and `-`, starting with a letter.
         name: String,
-        /// The language: `rust`, or `python` (built with componentize-py); `js` is not available yet.
+        /// The language: `rust`, `python` (built with componentize-py) or `js` (built with jco).
         #[arg(long, value_enum, default_value = "rust")]
         lang: new::Lang,
         /// Where to make the project's directory (default: the current directory).
@@ -869,9 +869,11 @@ async fn follow_run(
     out: &mut dyn Output,
 ) -> i32 {
     if let Ok(mut rx) = rt.watch_settled(run_id, from) {
+        let mut progress = output::Progress::default();
         while let Some(ev) = rx.recv().await {
-            out.err(&output::progress_line(&ev, rt.config().progress_data_bytes));
+            progress.show(out, &ev, rt.config().progress_data_bytes);
         }
+        progress.end(out);
     }
     let record = match rt.wait(run_id).await {
         Ok(r) => r,

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use crate::driver::StoredEvent;
+use crate::engine::EventKind;
 
 /// A command's two output streams.
 pub trait Output: Send {
@@ -10,6 +11,11 @@ pub trait Output: Send {
     fn line(&mut self, text: &str);
     /// One line of stderr.
     fn err(&mut self, text: &str);
+    /// A piece of a stderr line, shown at once (a model's text as it streams); the line ends
+    /// with the next [`Output::err`]. By default each piece is a line of its own.
+    fn err_part(&mut self, text: &str) {
+        self.err(text);
+    }
     /// The command's run `run_id` is stored: a client served through the control socket
     /// learns it, so it can say how to go on should the serving process die (S118).
     fn started(&mut self, _run_id: &str) {}
@@ -26,6 +32,50 @@ impl Output for StdOutput {
 
     fn err(&mut self, text: &str) {
         let _ = writeln!(std::io::stderr().lock(), "{text}");
+    }
+
+    fn err_part(&mut self, text: &str) {
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{text}");
+        let _ = err.flush();
+    }
+}
+
+/// Progress on stderr: one line per event, except a model's text, which is shown as it streams
+/// (`PATH: text…` on one line, ended by the next event).
+#[derive(Default)]
+pub struct Progress {
+    /// The path of the model call whose text is being shown.
+    streaming: Option<String>,
+}
+
+impl Progress {
+    /// Shows `ev`, its data cut to `max_data` bytes.
+    pub fn show(&mut self, out: &mut dyn Output, ev: &StoredEvent, max_data: usize) {
+        let text = match (&ev.data, ev.kind) {
+            (serde_json::Value::Object(map), EventKind::StepOutput) if map.len() == 1 => {
+                map.get("text").and_then(serde_json::Value::as_str)
+            }
+            _ => None,
+        };
+        if let (Some(text), Some(path)) = (text, &ev.path) {
+            if self.streaming.as_ref() != Some(path) {
+                self.end(out);
+                out.err_part(&format!("[{:>3}] {path}: ", ev.seq));
+                self.streaming = Some(path.clone());
+            }
+            out.err_part(text);
+            return;
+        }
+        self.end(out);
+        out.err(&progress_line(ev, max_data));
+    }
+
+    /// Ends a line of streamed text.
+    pub fn end(&mut self, out: &mut dyn Output) {
+        if self.streaming.take().is_some() {
+            out.err("");
+        }
     }
 }
 

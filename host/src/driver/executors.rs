@@ -8,17 +8,18 @@
 //! the step's name in [`NativeSteps`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::engine::Graph;
-use crate::engine::model::{MODEL_PLUGIN, PluginRef};
+use crate::engine::model::{MODEL_PLUGIN, PluginRef, WORKFLOW_TOOL_PLUGIN};
 use crate::executor::{PluginStep, StepExecutor};
 use crate::models::ModelStep;
 use crate::native::{NATIVE_PLUGIN, NativeSteps};
 use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox};
 use crate::store::{Store, StoreError};
 
-use super::lock;
+use super::workflow_tools::WorkflowTool;
+use super::{Inner, lock};
 
 /// Why no executor was found for a step; the step fails with `plugin-unavailable`.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +69,8 @@ pub struct Executors {
     host: PluginHost,
     store: Arc<dyn Store>,
     natives: NativeSteps,
+    /// The runtime workflow tools start their child runs on (S125).
+    runtime: Weak<Inner>,
 }
 
 impl Executors {
@@ -77,7 +80,14 @@ impl Executors {
             host,
             store,
             natives,
+            runtime: Weak::new(),
         }
+    }
+
+    /// The same resolver, running workflow tools as child runs of `runtime`.
+    pub(super) fn starting_children_on(mut self, runtime: Weak<Inner>) -> Self {
+        self.runtime = runtime;
+        self
     }
 
     /// The resolver of one run's steps.
@@ -127,6 +137,21 @@ impl RunExecutors {
                     key: format!("{MODEL_PLUGIN}/{step}"),
                 }),
             },
+            (WORKFLOW_TOOL_PLUGIN, _) => {
+                let cached = format!("{WORKFLOW_TOOL_PLUGIN}/{step}");
+                if let Some(executor) = lock(&self.plugins).get(&cached) {
+                    return Ok(executor.clone());
+                }
+                let Some(graph) = self.graph.workflow_tools.get(step) else {
+                    return Err(Unresolved::NotInWorkflow { key: cached });
+                };
+                let executor: Arc<dyn StepExecutor> = Arc::new(WorkflowTool::new(
+                    self.executors.runtime.clone(),
+                    Arc::new(graph.clone()),
+                ));
+                lock(&self.plugins).insert(cached, executor.clone());
+                Ok(executor)
+            }
             (NATIVE_PLUGIN, _) => {
                 self.executors
                     .natives

@@ -16,6 +16,7 @@ pub mod metrics;
 mod record;
 mod sync;
 mod unrecoverable;
+mod workflow_tools;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -271,18 +272,19 @@ impl Runtime {
         config.host.home = Some(home.to_path_buf());
         let host = PluginHost::new(config.host.clone())?;
         let natives = NativeSteps::default();
-        let executors = Executors::new(host.clone(), store.clone(), natives.clone());
         // Process-wide: the last runtime opened sets it (RuntimeConfig::expr_steps).
         crate::engine::expr::set_step_budget(config.expr_steps);
         Ok(Runtime {
-            inner: Arc::new(Inner {
+            // The executors start child runs of workflow tools on this runtime (S125).
+            inner: Arc::new_cyclic(|me| Inner {
+                executors: Executors::new(host.clone(), store.clone(), natives.clone())
+                    .starting_children_on(me.clone()),
                 syncer: Syncer::new(store.clone()),
                 store,
                 host,
                 config,
                 live: Mutex::new(HashMap::new()),
                 channels: Mutex::new(HashMap::new()),
-                executors,
                 natives,
                 home: home.to_path_buf(),
                 halted: Mutex::new(HashMap::new()),
@@ -396,20 +398,33 @@ impl Runtime {
     pub async fn start(
         &self,
         workflow: &LoadedWorkflow,
-        mut input: Value,
+        input: Value,
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
         let run_id = new_run_id(run_id)?;
+        let (graph, definition) = workflow.shared().map_err(|e| encode_failed(&run_id, e))?;
+        self.start_graph(graph, &definition, Some(workflow), input, run_id)
+            .await
+    }
+
+    /// Starts run `run_id` of `graph` (serialized as `definition`) with `input`, checked; the
+    /// components of `workflow`, when given, are stored with it.
+    async fn start_graph(
+        &self,
+        graph: Arc<Graph>,
+        definition: &[u8],
+        workflow: Option<&LoadedWorkflow>,
+        mut input: Value,
+        run_id: String,
+    ) -> Result<String, RuntimeError> {
         self.inner
             .config
             .input_limit()
             .check_value("run input", &input)?;
-        engine::check_run_input(&workflow.graph, &mut input).map_err(RuntimeError::InvalidInput)?;
-        let (graph, definition) = workflow.shared().map_err(|e| encode_failed(&run_id, e))?;
+        engine::check_run_input(&graph, &mut input).map_err(RuntimeError::InvalidInput)?;
         let now = self.now();
         let state = engine::new_run(&graph, run_id.clone(), input, now);
-        self.launch(state, graph, &definition, Some(workflow), now)
-            .await
+        self.launch(state, graph, definition, workflow, now).await
     }
 
     /// Starts a new run from step `path` of the ended run `source` (S94–S99), with the source's

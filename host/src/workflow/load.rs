@@ -16,7 +16,9 @@ use crate::engine::model::*;
 use crate::engine::schema::{self, Schema};
 use crate::limits::files::{MAX_WORKFLOW_FILE_BYTES, read_at_most};
 use crate::native::{NATIVE_PLUGIN, NativeSteps};
-use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox, StepInfo};
+use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox, StepInfo, ToolInfo};
+
+mod agent;
 
 /// A checked workflow with the plugins it uses.
 pub struct LoadedWorkflow {
@@ -135,14 +137,7 @@ async fn load(
         by_path: &by_path,
         natives,
         host,
-        graph: Graph {
-            format: GRAPH_FORMAT,
-            files: Vec::new(),
-            entries: Vec::new(),
-            plugins: IndexMap::new(),
-            models: IndexMap::new(),
-            workflow_tools: IndexMap::new(),
-        },
+        graph: empty_graph(),
         stack: Vec::new(),
     };
     builder.file(&top.key, String::new(), None)?;
@@ -314,6 +309,16 @@ fn collect_nested(e: &RawEntry, dir: &Path, out: &mut Vec<(Resolved, u64)>) {
     }
     if let Some(l) = &e.loop_ {
         each_do(&l.do_, out);
+    }
+    if let Some(a) = &e.agent {
+        for tool in &a.tools {
+            if let Some(w) = &tool.value.workflow {
+                out.push((
+                    Resolved::new(&dir.join(&w.file.value)),
+                    w.file.referenced.line(),
+                ));
+            }
+        }
     }
 }
 
@@ -564,6 +569,7 @@ impl<'a> Builder<'a> {
             e.sleep.is_some(),
             e.map.is_some(),
             e.workflow.is_some(),
+            e.agent.is_some(),
         ]
         .iter()
         .filter(|b| **b)
@@ -720,6 +726,9 @@ impl<'a> Builder<'a> {
             self.graph.entries[eid as usize].kind = EntryKind::Workflow { file };
             return Ok(eid);
         }
+        if let Some(a) = &e.agent {
+            return self.agent(a, prefix, fcx);
+        }
         self.step(e, prefix, fcx)
     }
 
@@ -811,57 +820,10 @@ impl<'a> Builder<'a> {
             ));
         };
         self.claim_id(id, fcx)?;
-        let parsed = fcx.parsed;
-        let Some((wasm, _, _)) = parsed.plugin_paths.get(&alias.value) else {
-            let declared: Vec<&str> = parsed.plugin_paths.keys().map(String::as_str).collect();
-            return Err(WorkflowError::at(
-                fcx.path,
-                line(&alias.referenced),
-                format!(
-                    "step `{}` names plugin `{}`, which is not declared (declared: {})",
-                    id.value,
-                    alias.value,
-                    if declared.is_empty() {
-                        "none".into()
-                    } else {
-                        declared.join(", ")
-                    }
-                ),
-                "fix the name or declare the plugin under `plugins:`",
-            ));
-        };
-        let Some((digest, loaded)) = self
-            .by_path
-            .get(wasm)
-            .and_then(|d| self.plugins.get_key_value(d))
-        else {
-            return Err(WorkflowError::at(
-                fcx.path,
-                ln,
-                format!("plugin `{}` was not loaded", alias.value),
-                "",
-            ));
-        };
-        let plugin = &loaded.plugin;
+        let (digest, wasm, plugin) =
+            self.declared_plugin(alias, &format!("step `{}`", id.value), fcx)?;
         if let Some(tool) = &e.tool {
-            let Some(info) = plugin.tools().iter().find(|t| t.name == tool.value) else {
-                let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
-                return Err(WorkflowError::at(
-                    fcx.path,
-                    line(&tool.referenced),
-                    format!(
-                        "plugin `{}` has no tool `{}` (it has: {})",
-                        alias.value,
-                        tool.value,
-                        if names.is_empty() {
-                            "none".into()
-                        } else {
-                            names.join(", ")
-                        }
-                    ),
-                    "fix the tool name; `weft plugin inspect` lists a plugin's tools",
-                ));
-            };
+            let info = plugin_tool(&plugin, alias, tool, fcx)?;
             // A tool is called like a step: its arguments are the step's input, checked against
             // its input schema, and its result the step's output, checked against its output
             // schema (S120).
@@ -874,7 +836,7 @@ impl<'a> Builder<'a> {
                 resume_schema: None,
                 config_schema: None,
             };
-            let key = self.plugin_key(alias, digest, wasm, fcx)?;
+            let key = self.plugin_key(alias, &digest, &wasm, fcx)?;
             return self.finish_step(e, id, prefix, fcx, key, &info);
         }
         let names: Vec<&str> = plugin.steps().iter().map(|s| s.name.as_str()).collect();
@@ -916,9 +878,50 @@ impl<'a> Builder<'a> {
                 ));
             }
         };
-        let key = self.plugin_key(alias, digest, wasm, fcx)?;
+        let key = self.plugin_key(alias, &digest, &wasm, fcx)?;
         let info = info.clone();
         self.finish_step(e, id, prefix, fcx, key, &info)
+    }
+
+    /// The plugin `alias` of this file, which `who` names: its digest, its component's path and
+    /// the loaded plugin.
+    fn declared_plugin(
+        &self,
+        alias: &Spanned<String>,
+        who: &str,
+        fcx: &FileCx,
+    ) -> Result<(String, PathBuf, Arc<Plugin>), WorkflowError> {
+        let parsed = fcx.parsed;
+        let Some((wasm, _, _)) = parsed.plugin_paths.get(&alias.value) else {
+            let declared: Vec<&str> = parsed.plugin_paths.keys().map(String::as_str).collect();
+            return Err(WorkflowError::at(
+                fcx.path,
+                line(&alias.referenced),
+                format!(
+                    "{who} names plugin `{}`, which is not declared (declared: {})",
+                    alias.value,
+                    if declared.is_empty() {
+                        "none".into()
+                    } else {
+                        declared.join(", ")
+                    }
+                ),
+                "fix the name or declare the plugin under `plugins:`",
+            ));
+        };
+        let Some((digest, loaded)) = self
+            .by_path
+            .get(wasm)
+            .and_then(|d| self.plugins.get_key_value(d))
+        else {
+            return Err(WorkflowError::at(
+                fcx.path,
+                line(&alias.referenced),
+                format!("plugin `{}` was not loaded", alias.value),
+                "",
+            ));
+        };
+        Ok((digest.clone(), wasm.clone(), loaded.plugin.clone()))
     }
 
     /// The graph's key of the model `name` of this file, its declaration checked and the model
@@ -1086,23 +1089,13 @@ impl<'a> Builder<'a> {
             Some(expr) => Some(self.expr(expr, &format!("step {}: input", id.value), fcx)?),
             None => None,
         };
-        let mut config = e.config.clone().unwrap_or_else(|| json!({}));
-        if let Some(cs) = &info.config_schema {
-            let schema = compile_schema(
-                fcx.path,
-                Some(cs.clone()),
-                &format!("config-schema of step {}", info.name),
-            )?
-            .unwrap_or_else(|| Schema::new(json!({})));
-            if let Err(v) = schema.fill_and_check(&mut config) {
-                return Err(WorkflowError::at(
-                    fcx.path,
-                    ln,
-                    format!("step `{}`: config: {}", id.value, schema::summarize(&v)),
-                    "fix `config:` to satisfy the step's config-schema (S17)",
-                ));
-            }
-        }
+        let config = filled_config(
+            e.config.clone(),
+            info,
+            &format!("step `{}`", id.value),
+            ln,
+            fcx,
+        )?;
         if let Some(r) = &e.retry {
             check_retry(fcx.path, r)?;
         }
@@ -1133,6 +1126,78 @@ impl<'a> Builder<'a> {
             input,
         }));
         Ok(eid)
+    }
+}
+
+/// The tool `tool` of `plugin` (declared as `alias`), or a refusal listing its tools.
+fn plugin_tool<'p>(
+    plugin: &'p Plugin,
+    alias: &Spanned<String>,
+    tool: &Spanned<String>,
+    fcx: &FileCx,
+) -> Result<&'p ToolInfo, WorkflowError> {
+    plugin
+        .tools()
+        .iter()
+        .find(|t| t.name == tool.value)
+        .ok_or_else(|| {
+            let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
+            WorkflowError::at(
+                fcx.path,
+                line(&tool.referenced),
+                format!(
+                    "plugin `{}` has no tool `{}` (it has: {})",
+                    alias.value,
+                    tool.value,
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+                "fix the tool name; `weft plugin inspect` lists a plugin's tools",
+            )
+        })
+}
+
+/// `config` (`{}` when absent) with the defaults of `info`'s config schema filled, or the
+/// refusal of what breaks it (S17).
+fn filled_config(
+    config: Option<Value>,
+    info: &StepInfo,
+    who: &str,
+    ln: Option<u64>,
+    fcx: &FileCx,
+) -> Result<Value, WorkflowError> {
+    let mut config = config.unwrap_or_else(|| json!({}));
+    if let Some(cs) = &info.config_schema {
+        let schema = compile_schema(
+            fcx.path,
+            Some(cs.clone()),
+            &format!("config-schema of step {}", info.name),
+        )?
+        .unwrap_or_else(|| Schema::new(json!({})));
+        if let Err(v) = schema.fill_and_check(&mut config) {
+            return Err(WorkflowError::at(
+                fcx.path,
+                ln,
+                format!("{who}: config: {}", schema::summarize(&v)),
+                "fix `config:` to satisfy the step's config-schema (S17)",
+            ));
+        }
+    }
+    Ok(config)
+}
+
+/// A graph with nothing in it yet.
+fn empty_graph() -> Graph {
+    Graph {
+        format: GRAPH_FORMAT,
+        files: Vec::new(),
+        entries: Vec::new(),
+        plugins: IndexMap::new(),
+        models: IndexMap::new(),
+        workflow_tools: IndexMap::new(),
     }
 }
 

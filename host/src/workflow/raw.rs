@@ -106,6 +106,54 @@ pub struct RawEntry {
     pub map: Option<RawMap>,
     #[serde(default)]
     pub workflow: Option<RawWorkflow>,
+    #[serde(default)]
+    pub agent: Option<RawAgent>,
+}
+
+/// `agent:` (S123).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawAgent {
+    pub id: Spanned<String>,
+    pub model: Spanned<String>,
+    #[serde(default)]
+    pub instructions: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<Spanned<RawAgentTool>>,
+    #[serde(default)]
+    pub approve: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub max_steps: Option<u32>,
+    #[serde(default)]
+    pub output_schema: Option<Spanned<Value>>,
+    #[serde(default)]
+    pub input: Option<Spanned<String>>,
+    #[serde(default)]
+    pub config: Option<Value>,
+    #[serde(default)]
+    pub retry: Option<Spanned<RawRetry>>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// One tool of an agent: a plugin's tool, or a workflow.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawAgentTool {
+    #[serde(default)]
+    pub plugin: Option<Spanned<String>>,
+    #[serde(default)]
+    pub tool: Option<Spanned<String>>,
+    #[serde(default)]
+    pub workflow: Option<RawWorkflow>,
+    #[serde(default)]
+    pub name: Option<Spanned<String>>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub retry: Option<Spanned<RawRetry>>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 /// `parallel:`.

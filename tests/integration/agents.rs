@@ -1,0 +1,304 @@
+//! Agents (S123–S126) against the scripted model double over loopback: real tool components
+//! in real wasmtime, approval across a restart of the host, streaming, and workflows offered
+//! as tools answered by their first yield.
+
+use serde_json::{Value, json};
+use weft::dev_model::{Script, serve};
+use weft::engine::{ResumeRequest, RunStatus};
+
+use crate::cli::Home;
+use crate::common::Env;
+
+/// Starts the double with `script`; its base address (`http://ADDR`).
+async fn double(script: &str) -> String {
+    let script = Script::from_yaml(script).expect("a valid script");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(serve(listener, script));
+    format!("http://{addr}")
+}
+
+/// An agent over model `m` at `base` (OpenAI chat) with the `tools` plugin's two tools.
+fn calculator(base: &str) -> String {
+    format!(
+        r#"
+id: assistant
+models:
+  m: {{ api: openai-chat, base-url: "{base}/v1", model: scripted }}
+plugins:
+  calc: {{ wasm: "{{tools}}" }}
+steps:
+  - agent:
+      id: helper
+      model: m
+      instructions: You add numbers.
+      tools:
+        - {{ plugin: calc, tool: add }}
+        - {{ plugin: calc, tool: delete-everything }}
+      input: '{{prompt: .input}}'
+"#
+    )
+}
+
+/// Two parallel additions, then a call that needs approval, then the answer.
+const ROUNDS: &str = r#"
+conversations:
+  - match: "What is 2+3 and 20+30?"
+    turns:
+      - tool_calls:
+          - { id: call_a, name: add, arguments: { a: 2, b: 3 } }
+          - { id: call_b, name: add, arguments: { a: 20, b: 30 } }
+        usage: { input_tokens: 10, output_tokens: 5 }
+      - text: "Cleaning up."
+        tool_calls:
+          - { id: call_c, name: delete-everything, arguments: {} }
+        usage: { input_tokens: 20, output_tokens: 6 }
+      - text: "They are 5 and 50."
+        usage: { input_tokens: 30, output_tokens: 7 }
+"#;
+
+fn approve(label: &str, data: Value) -> ResumeRequest {
+    ResumeRequest {
+        step: None,
+        label: Some(label.into()),
+        foreach_index: None,
+        data,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s123_s124_an_agent_calls_sandboxed_tools_waits_for_approval_across_processes_and_answers()
+{
+    let base = double(ROUNDS).await;
+    let home = Home::new();
+    let path = home.file("agent.yaml", &calculator(&base));
+    let path = path.to_string_lossy();
+    let input = r#""What is 2+3 and 20+30?""#;
+    let args = [
+        "run", &*path, "--input", input, "--run-id", "agent-1", "--json",
+    ];
+    // The double serves on this runtime's other worker while `weft` runs.
+    let run = tokio::task::block_in_place(|| home.weft(&args));
+    assert_eq!(run.code, 3, "suspended for approval: {run:?}");
+    let rec: Value = serde_json::from_str(&run.stdout).expect("a record");
+    // Both additions ran in their sandbox, each its own step; the deletion waits for a person.
+    assert_eq!(
+        rec["steps"]["helper.tool-call_a"]["output"],
+        json!({"sum": 5})
+    );
+    assert_eq!(
+        rec["steps"]["helper.tool-call_b"]["output"],
+        json!({"sum": 50})
+    );
+    let waiting = &rec["steps"]["helper.tool-call_c"];
+    assert_eq!(waiting["status"], "suspended");
+    assert_eq!(waiting["labels"], json!(["call_c"]));
+    assert_eq!(
+        waiting["suspend_payload"],
+        json!({"tool": "delete-everything", "arguments": {}})
+    );
+    assert_eq!(rec["suspended"][0]["labels"], json!(["call_c"]));
+
+    // Another process resumes the approval; the model's last text streams on its stderr.
+    let resume = tokio::task::block_in_place(|| {
+        home.weft(&[
+            "resume",
+            "agent-1",
+            "--label",
+            "call_c",
+            "--data",
+            r#"{"approved": true}"#,
+            "--json",
+        ])
+    });
+    assert_eq!(resume.code, 0, "{resume:?}");
+    assert!(
+        resume
+            .stderr
+            .lines()
+            .any(|l| l.ends_with("helper.model-3: They are 5 and 50.")),
+        "the text on one line as it streamed: {}",
+        resume.stderr
+    );
+    let rec: Value = serde_json::from_str(&resume.stdout).expect("a record");
+    assert_eq!(rec["status"], "success");
+    let out = &rec["result"];
+    assert_eq!(out["text"], "They are 5 and 50.");
+    assert_eq!(
+        out["usage"],
+        json!({"input_tokens": 60, "output_tokens": 18})
+    );
+    assert_eq!(out["steps"].as_array().map(Vec::len), Some(3));
+    assert_eq!(
+        rec["steps"]["helper.tool-call_c"]["output"],
+        json!({"deleted": true})
+    );
+    assert_eq!(
+        rec["steps"]["helper.tool-call_c"]["resume_data"],
+        json!({"approved": true})
+    );
+    for model in ["helper.model-1", "helper.model-2", "helper.model-3"] {
+        assert_eq!(rec["steps"][model]["attempts"], 1, "{model}: one call each");
+    }
+}
+
+#[tokio::test]
+async fn s124_a_refused_call_is_told_to_the_model_with_the_reason() {
+    let script = r#"
+conversations:
+  - match: "wipe it"
+    turns:
+      - tool_calls:
+          - { id: call_x, name: delete-everything, arguments: {} }
+      - text: "Understood, nothing deleted."
+"#;
+    let base = double(script).await;
+    let env = Env::new();
+    let rec = env.run(&calculator(&base), json!("wipe it")).await;
+    assert_eq!(rec.status, RunStatus::Suspended);
+    env.rt
+        .resume(
+            &rec.run_id,
+            approve("call_x", json!({"approved": false, "reason": "not today"})),
+        )
+        .await
+        .expect("resume");
+    let rec = env.rt.wait(&rec.run_id).await.expect("wait");
+    assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+    let out = rec.result.expect("an output");
+    assert_eq!(out["messages"][2]["role"], "tool");
+    assert_eq!(
+        out["messages"][2]["content"],
+        r#"{"approved":false,"reason":"not today"}"#
+    );
+    assert_eq!(
+        rec.steps["helper.tool-call_x"].output,
+        Some(json!({"approved": false, "reason": "not today"}))
+    );
+}
+
+/// An agent offering the workflow `child.yaml` as the tool `child`.
+fn dispatcher(base: &str) -> String {
+    format!(
+        r#"
+id: dispatcher
+models:
+  m: {{ api: openai-chat, base-url: "{base}/v1", model: scripted }}
+steps:
+  - agent:
+      id: boss
+      model: m
+      tools:
+        - {{ workflow: {{ id: child, file: child.yaml }}, description: "Does the child's work." }}
+"#
+    )
+}
+
+/// The model calls `child` twice at once, then answers.
+const TWICE: &str = r#"
+conversations:
+  - match: "go"
+    turns:
+      - tool_calls:
+          - { id: first, name: child, arguments: { n: 1 } }
+          - { id: second, name: child, arguments: { n: 2 } }
+      - text: "dispatched"
+"#;
+
+/// Runs the dispatcher with `child` as the child workflow; the tool results of both calls.
+async fn dispatch(env: &Env, child: &str) -> (Vec<Value>, String) {
+    let base = double(TWICE).await;
+    env.file("child.yaml", child);
+    let rec = env.run(&dispatcher(&base), json!("go")).await;
+    assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+    let results = ["boss.tool-first", "boss.tool-second"]
+        .iter()
+        .map(|p| rec.steps[*p].output.clone().expect("a result"))
+        .collect();
+    (results, rec.run_id)
+}
+
+#[tokio::test]
+async fn s125_a_workflow_tool_answers_with_the_childs_end_and_each_call_has_its_own_child() {
+    let env = Env::new();
+    let child = r#"
+id: child
+input-schema: { type: object, required: [n] }
+steps:
+  - map: { id: double, expr: '{twice: (.input.n * 2)}' }
+"#;
+    let (results, parent) = dispatch(&env, child).await;
+    let ids: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r["run_id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1], "each dispatch carries only its own child");
+    for (n, r) in results.iter().enumerate() {
+        assert_eq!(r["status"], "success");
+        assert_eq!(r["yield"]["kind"], "ended");
+        assert_eq!(r["yield"]["result"], json!({"twice": (n as i64 + 1) * 2}));
+        let child = env
+            .rt
+            .show(r["run_id"].as_str().unwrap_or_default())
+            .await
+            .expect("the child is a run");
+        assert_eq!(child.status, RunStatus::Success);
+        assert!(
+            r["run_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with(&parent))
+        );
+    }
+}
+
+#[tokio::test]
+async fn s125_a_workflow_tool_answers_with_the_childs_first_chunk_or_suspension_and_the_child_goes_on()
+ {
+    let env = Env::new();
+    let writes = r#"
+id: child
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: talk, plugin: kit, step: emit, config: { chunks: [{"hello": 1}] } }
+"#;
+    let (results, _) = dispatch(&env, writes).await;
+    for r in &results {
+        assert_eq!(r["yield"]["kind"], "output", "{r}");
+        assert_eq!(r["yield"]["path"], "talk");
+        assert_eq!(r["yield"]["data"], json!({"hello": 1}));
+        let id = r["run_id"].as_str().unwrap_or_default();
+        let child = env.rt.wait(id).await.expect("the child goes on");
+        assert_eq!(child.status, RunStatus::Success);
+    }
+
+    let env = Env::new();
+    let waits = r#"
+id: child
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: ask, plugin: kit, step: suspend, config: { payload: { question: "ok?" }, labels: [review] } }
+"#;
+    let (results, _) = dispatch(&env, waits).await;
+    for r in &results {
+        assert_eq!(r["status"], "suspended", "{r}");
+        assert_eq!(r["yield"]["kind"], "suspended");
+        assert_eq!(r["yield"]["suspended"][0]["labels"], json!(["review"]));
+        assert_eq!(
+            r["yield"]["suspended"][0]["payload"],
+            json!({"question": "ok?"})
+        );
+        // The child is resumed by its reference, on its own.
+        let id = r["run_id"].as_str().unwrap_or_default();
+        env.rt
+            .resume(id, approve("review", json!({"fine": true})))
+            .await
+            .expect("resume the child");
+        let child = env.rt.wait(id).await.expect("wait");
+        assert_eq!(child.status, RunStatus::Success, "{child:?}");
+    }
+}
