@@ -74,7 +74,7 @@
 //! # The contract
 //!
 //! The behaviour is specified in the repository's `docs/`: `docs/SEMANTICS.md` (the numbered
-//! rules S1–S118 that tests are named after), `docs/WORKFLOW-FORMAT.md` (workflow files, run
+//! rules S1–S126 that tests are named after), `docs/WORKFLOW-FORMAT.md` (workflow files, run
 //! records, events, the command line) and `docs/ARCHITECTURE.md` (these layers and how a
 //! transition is made durable).
 

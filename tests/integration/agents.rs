@@ -302,3 +302,153 @@ steps:
         assert_eq!(child.status, RunStatus::Success, "{child:?}");
     }
 }
+
+/// Two rounds of tool calls, the first a parallel pair, then the answer: no approval.
+const PLAIN: &str = r#"
+conversations:
+  - match: "Add 2+3, 20+30, then 5+50."
+    turns:
+      - text: "First the pair."
+        tool_calls:
+          - { id: call_a, name: add, arguments: { a: 2, b: 3 } }
+          - { id: call_b, name: add, arguments: { a: 20, b: 30 } }
+        usage: { input_tokens: 10, output_tokens: 5 }
+      - text: "Now the sum."
+        tool_calls:
+          - { id: call_c, name: add, arguments: { a: 5, b: 50 } }
+        usage: { input_tokens: 20, output_tokens: 6 }
+      - text: "It is 55."
+        usage: { input_tokens: 30, output_tokens: 7 }
+"#;
+
+/// Checks a finished run of [`PLAIN`]: one result, each call recorded once, exact usage.
+fn check_plain(rec: &Value, context: &str) {
+    assert_eq!(rec["status"], "success", "{context}: {rec}");
+    let out = &rec["result"];
+    assert_eq!(out["text"], "It is 55.", "{context}");
+    assert_eq!(
+        out["usage"],
+        json!({"input_tokens": 60, "output_tokens": 18}),
+        "{context}: each model call counted once"
+    );
+    let roles: Vec<&str> = out["messages"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m["role"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ],
+        "{context}: no reply or result twice in the conversation"
+    );
+    let sums: Vec<&Value> = ["call_a", "call_b", "call_c"]
+        .iter()
+        .map(|c| &rec["steps"][format!("helper.tool-{c}")]["output"]["sum"])
+        .collect();
+    assert_eq!(sums, [&json!(5), &json!(50), &json!(55)], "{context}");
+    let calls = rec["steps"]
+        .as_object()
+        .map(|s| s.keys().filter(|k| k.starts_with("helper.")).count())
+        .unwrap_or_default();
+    assert_eq!(
+        calls, 6,
+        "{context}: three model calls and three tool calls"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s123_s102_a_host_killed_at_every_checkpoint_of_an_agent_run_finishes_it_after_recovery() {
+    use crate::torture::{Home, run_weft};
+    let base = double(PLAIN).await;
+    let input = r#""Add 2+3, 20+30, then 5+50.""#;
+    // The host aborts right after its n-th durable commit, for n = 1, 2, ... until a run gets
+    // through whole; each time another process recovers the run and finishes it.
+    let mut crashes = 0;
+    for n in 1.. {
+        let home = Home::new();
+        let file = home.file("agent.yaml", &calculator(&base));
+        let file = file.to_string_lossy().into_owned();
+        let n_text = n.to_string();
+        let (first, record) = tokio::task::block_in_place(|| {
+            let first = run_weft(
+                &home.home(),
+                &[
+                    "--crash-after-commits",
+                    &n_text,
+                    "run",
+                    &file,
+                    "--input",
+                    input,
+                    "--run-id",
+                    "a",
+                    "--json",
+                ],
+            );
+            if first.code == 0 {
+                return (first, None);
+            }
+            // Recovered, unless the crash came after the run's last commit.
+            let recovered = run_weft(&home.home(), &["resume", "a"]);
+            assert!(
+                recovered.code == 0 || recovered.stderr.contains("(status: success)"),
+                "crashed after commit {n}: {recovered:?}"
+            );
+            (
+                first,
+                Some(run_weft(&home.home(), &["show", "a", "--json"])),
+            )
+        });
+        let Some(recovered) = record else {
+            check_plain(
+                &serde_json::from_str(&first.stdout).expect("a record"),
+                "no crash",
+            );
+            break;
+        };
+        assert!(
+            first.stderr.contains(&format!("crashing after commit {n}")),
+            "{first:?}"
+        );
+        crashes += 1;
+        check_plain(
+            &serde_json::from_str(&recovered.stdout).expect("a record"),
+            &format!("crashed after commit {n}"),
+        );
+    }
+    assert!(
+        crashes >= 5,
+        "an agent run of three model calls commits at least five times"
+    );
+}
+
+#[tokio::test]
+async fn s123_s87_the_streamed_text_is_stored_and_replayed_from_any_seq_without_gap_or_duplicate() {
+    let base = double(PLAIN).await;
+    let env = Env::new();
+    let rec = env
+        .run(&calculator(&base), json!("Add 2+3, 20+30, then 5+50."))
+        .await;
+    assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+    let all = env.events(&rec.run_id);
+    let pieces = all
+        .iter()
+        .filter(|e| e.path.as_deref() == Some("helper.model-3") && !e.data["text"].is_null())
+        .count();
+    assert!(pieces > 1, "the last reply streamed in pieces");
+    for from in 1..=all.len() as u64 + 1 {
+        let mut rx = env.rt.watch(&rec.run_id, from).expect("watch");
+        let mut seqs = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            seqs.push(e.seq);
+        }
+        let want: Vec<u64> = all.iter().map(|e| e.seq).filter(|s| *s >= from).collect();
+        assert_eq!(seqs, want, "from seq {from}");
+    }
+}

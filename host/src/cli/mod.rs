@@ -81,6 +81,9 @@ pub struct Cli {
         value_name = "URL"
     )]
     pub otlp_endpoint: Option<String>,
+    /// For crash tests: abort the process right after its N-th durable commit.
+    #[arg(long, global = true, env = "WEFT_CRASH_AFTER_COMMITS", hide = true)]
+    pub crash_after_commits: Option<u64>,
     /// What to do.
     #[command(subcommand)]
     pub command: Cmd,
@@ -96,6 +99,7 @@ impl Cli {
             max_state_bytes: self.max_state_mib.saturating_mul(MIB),
             max_resume_bytes: self.max_resume_mib.saturating_mul(MIB),
             expr_steps: self.expr_steps,
+            crash_after_commits: self.crash_after_commits,
             host: crate::plugin::HostConfig::default().with_cache_dir(
                 self.plugin_cache
                     .as_ref()

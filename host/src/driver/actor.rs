@@ -468,6 +468,7 @@ impl Actor {
             self.halt(&e);
             return Err(e);
         }
+        self.rt.committed();
         let mut effects = Vec::new();
         for s in staged {
             for ev in s.stored {

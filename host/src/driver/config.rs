@@ -74,6 +74,11 @@ pub struct RuntimeConfig {
     /// [`set_step_budget`](crate::engine::expr::set_step_budget): the budget is process-wide, so when one process
     /// opens several runtimes, the last one opened sets it for all of them.
     pub expr_steps: u64,
+    /// For crash tests: the process aborts (as abruptly as a SIGKILL: no destructor, no
+    /// flush) right after its `n`-th commit of transitions is durable, before their events are
+    /// published or their commands carried out (default `None`). A test that runs a workflow
+    /// with every `n` in turn and recovers it afterwards kills the host at every checkpoint.
+    pub crash_after_commits: Option<u64>,
 }
 
 impl Default for RuntimeConfig {
@@ -94,6 +99,7 @@ impl Default for RuntimeConfig {
             max_state_bytes: DEFAULT_MAX_VALUE_BYTES,
             max_resume_bytes: DEFAULT_MAX_VALUE_BYTES,
             expr_steps: DEFAULT_STEP_BUDGET,
+            crash_after_commits: None,
         }
     }
 }

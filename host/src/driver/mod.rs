@@ -203,6 +203,8 @@ struct Inner {
     halted: Mutex<HashMap<String, StoreError>>,
     /// What this runtime counts.
     metrics: metrics::Metrics,
+    /// Commits made durable so far, for [`RuntimeConfig::crash_after_commits`].
+    commits: std::sync::atomic::AtomicU64,
 }
 
 /// Where a watch ends.
@@ -289,6 +291,7 @@ impl Runtime {
                 home: home.to_path_buf(),
                 halted: Mutex::new(HashMap::new()),
                 metrics: metrics::Metrics::new(),
+                commits: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -509,6 +512,20 @@ impl Runtime {
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
         Ok(run_id)
+    }
+
+    /// Counts a durable commit; aborts the process at the one
+    /// [`RuntimeConfig::crash_after_commits`] names.
+    fn committed(&self) {
+        let n = self
+            .inner
+            .commits
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        if self.inner.config.crash_after_commits == Some(n) {
+            eprintln!("weft: crashing after commit {n} (crash-after-commits)");
+            std::process::abort();
+        }
     }
 
     /// Returns once every write made so far is on disk (with `sync_writes`; at once without):
