@@ -796,6 +796,12 @@
           break;
         }
         case 'group': what = 'steps'; extra.push(sequence(k.body, `${e.id}: steps`)); break;
+        case 'agent': {
+          // Its model and tool calls are records under its path (the step table lists them).
+          const tools = (k.tools || []).map((t) => t.name + (t.approve ? ' (approval)' : ''));
+          what = `agent: ${k.model}${tools.length ? `; tools ${tools.join(', ')}` : ''}`;
+          break;
+        }
         default: break;
       }
       const box = h('div', { class: `g-node g-${kind}`, 'data-path': e.path, 'data-status': 'not started' },
