@@ -22,11 +22,16 @@ async fn double(script: &str) -> String {
 
 /// An agent over model `m` at `base` (OpenAI chat) with the `tools` plugin's two tools.
 fn calculator(base: &str) -> String {
+    calculator_on("openai-chat", &format!("{base}/v1"))
+}
+
+/// [`calculator`] over the protocol `api` at `base_url`.
+fn calculator_on(api: &str, base_url: &str) -> String {
     format!(
         r#"
 id: assistant
 models:
-  m: {{ api: openai-chat, base-url: "{base}/v1", model: scripted }}
+  m: {{ api: {api}, base-url: "{base_url}", model: scripted }}
 plugins:
   calc: {{ wasm: "{{tools}}" }}
 steps:
@@ -451,4 +456,18 @@ async fn s123_s87_the_streamed_text_is_stored_and_replayed_from_any_seq_without_
         let want: Vec<u64> = all.iter().map(|e| e.seq).filter(|s| *s >= from).collect();
         assert_eq!(seqs, want, "from seq {from}");
     }
+}
+
+#[tokio::test]
+async fn s123_an_agent_speaks_anthropic_messages_tool_results_included() {
+    let base = double(PLAIN).await;
+    let env = Env::new();
+    let rec = env
+        .run(
+            &calculator_on("anthropic-messages", &format!("{base}/v1")),
+            json!("Add 2+3, 20+30, then 5+50."),
+        )
+        .await;
+    let record = serde_json::to_value(&rec).expect("a record");
+    check_plain(&record, "anthropic");
 }
