@@ -54,7 +54,7 @@ const PLUGINS: &[(&str, &str, &str)] = &[
     (
         "tools",
         "TOOLS",
-        "The example tool plugin (exports only `weft:plugin/tools`): `add`, `delete-everything`.",
+        "The example tool plugin (exports only `weft:plugin/tools`): `add`, `delete-everything` (needs approval), `read-file` (under `/data`), `check-text` (a tripwire).",
     ),
     (
         "command",

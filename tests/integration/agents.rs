@@ -471,3 +471,37 @@ async fn s123_an_agent_speaks_anthropic_messages_tool_results_included() {
     let record = serde_json::to_value(&rec).expect("a record");
     check_plain(&record, "anthropic");
 }
+
+#[tokio::test]
+async fn s123_s82_a_tools_tripwire_ends_the_agent_run_tripwire_with_the_tools_reason() {
+    let script = r#"
+conversations:
+  - match: "say something"
+    turns:
+      - tool_calls:
+          - { id: call_check, name: check-text, arguments: { text: "a forbidden plan" } }
+          - { id: call_add, name: add, arguments: { a: 1, b: 1 } }
+      - text: "never reached"
+"#;
+    let base = double(script).await;
+    let env = Env::new();
+    let yaml = calculator(&base).replace(
+        "        - { plugin: calc, tool: delete-everything }",
+        "        - { plugin: calc, tool: check-text }",
+    );
+    let rec = env.run(&yaml, json!("say something")).await;
+    assert_eq!(rec.status, RunStatus::Tripwire, "{rec:?}");
+    let tripwire = rec.tripwire.expect("a tripwire");
+    assert_eq!(tripwire.reason, r#"forbidden word "forbidden""#);
+    assert_eq!(tripwire.metadata, json!({"word": "forbidden"}));
+    assert_eq!(tripwire.processor_id.as_deref(), Some("check-text"));
+    assert_eq!(
+        rec.steps["helper.tool-call_add"].output,
+        Some(json!({"sum": 2})),
+        "the other call of the reply ended first"
+    );
+    assert!(
+        !rec.steps.contains_key("helper.model-2"),
+        "no model call after"
+    );
+}

@@ -84,7 +84,7 @@ steps:
     };
     let text = err.to_string();
     assert!(
-        text.contains("plugin `calc` has no tool `multiply` (it has: add, delete-everything)"),
+        text.contains("plugin `calc` has no tool `multiply` (it has: add, delete-everything, read-file, check-text)"),
         "{text}"
     );
     let both = env.file(
