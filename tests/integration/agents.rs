@@ -505,3 +505,29 @@ conversations:
         "no model call after"
     );
 }
+
+#[tokio::test]
+async fn s94_an_agent_is_rerun_whole_with_none_of_its_earlier_calls() {
+    let base = double(PLAIN).await;
+    let env = Env::new();
+    let source = env
+        .run(&calculator(&base), json!("Add 2+3, 20+30, then 5+50."))
+        .await;
+    assert_eq!(source.status, RunStatus::Success);
+    let id = env
+        .rt
+        .rerun(&source.run_id, "helper", None, None, Some("again".into()))
+        .await
+        .expect("rerun");
+    let rec = env.rt.wait(&id).await.expect("wait");
+    check_plain(&serde_json::to_value(&rec).expect("a record"), "rerun");
+    let events = env.events(&id);
+    let started = events
+        .iter()
+        .filter(|e| {
+            e.kind == weft::engine::EventKind::StepStarted
+                && e.path.as_deref() == Some("helper.model-1")
+        })
+        .count();
+    assert_eq!(started, 1, "the rerun called the model afresh, once");
+}

@@ -334,3 +334,30 @@ async fn s109_every_timestamp_is_rfc3339_utc_with_milliseconds() {
         assert!(is_rfc3339_millis_utc(&json!(ev.at)), "{}", ev.at);
     }
 }
+
+#[tokio::test]
+async fn s99_s119_a_rerun_gives_a_step_its_stored_made_input_without_making_it_again() {
+    let env = Env::new();
+    let yaml = r#"
+id: made
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: a, plugin: kit, step: inc, input: '{n: (.input.n * 10)}' }
+  - { id: c, plugin: kit, step: fail, config: { code: broken, retryable: false } }
+"#;
+    let source = env.run(yaml, json!({"n": 1})).await;
+    assert_eq!(source.steps["a"].input, Some(json!({"n": 10})));
+    let id = env
+        .rt
+        .rerun(&source.run_id, "a", None, None, Some("again".into()))
+        .await
+        .expect("rerun");
+    let rec = env.rt.wait(&id).await.expect("wait");
+    assert_eq!(
+        rec.steps["a"].input,
+        Some(json!({"n": 10})),
+        "not made again"
+    );
+    assert_eq!(rec.steps["a"].output, Some(json!({"n": 11})));
+}

@@ -81,6 +81,10 @@ pub struct Node {
     pub phase: Phase,
     /// Its kind's own state.
     pub kind: NodeKind,
+    /// `input` is already what the entry's `input:` expression made (S119): a re-run starts
+    /// the entry with its stored input (S99), which is not made again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub made: bool,
 }
 
 impl Node {
@@ -91,6 +95,7 @@ impl Node {
             input,
             phase: Phase::New,
             kind: NodeKind::Plain,
+            made: false,
         }
     }
 }

@@ -126,6 +126,8 @@ pub fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Refusal> 
             restarted.push(graph.entry(node.entry).path.clone());
             node.phase = Phase::New;
             node.kind = NodeKind::Plain;
+            // Started before: its input is made already (S119).
+            node.made = true;
         }
     });
     reopen(&mut state.root, target);

@@ -106,7 +106,7 @@ enum Next {
 /// model call. False when it ended at once.
 fn start(node: &mut Node, entry: &EntryDef, def: &AgentDef, frame: &Frame, cx: &mut Cx) -> bool {
     let mut made = Ok(());
-    if let Some(expr) = &def.input {
+    if let Some(expr) = def.input.as_ref().filter(|_| !node.made) {
         let scope = cx.expr_input(frame, &node.input);
         match expr.eval_one(&scope) {
             Ok(v) => node.input = v,
@@ -967,6 +967,27 @@ mod tests {
         assert_eq!(sim.status(), RunStatus::Cancelled);
         assert_eq!(sim.record("a.tool-c2").status, StepStatus::Cancelled);
         assert_eq!(sim.record("a.tool-c3").status, StepStatus::Cancelled);
+        assert_eq!(sim.record("a").status, StepStatus::Cancelled);
+        assert!(sim.calls_to("a.model-2").is_empty());
+    }
+
+    #[test]
+    fn s123_s76_a_cancel_aborts_the_model_call_in_flight_and_ends_the_agent_cancelled() {
+        let mut sim = Sim::new(
+            file("w", vec![agent("a", &[("add", false)], 5)]),
+            json!("go"),
+        )
+        .on("a.model-1", [Answer::Hold])
+        .started();
+        let token = *sim
+            .in_flight_tokens()
+            .iter()
+            .next()
+            .expect("the model call runs");
+        sim.cancel().expect("accepted");
+        assert_eq!(sim.aborted, [token]);
+        assert_eq!(sim.status(), RunStatus::Cancelled);
+        assert_eq!(sim.record("a.model-1").status, StepStatus::Cancelled);
         assert_eq!(sim.record("a").status, StepStatus::Cancelled);
         assert!(sim.calls_to("a.model-2").is_empty());
     }

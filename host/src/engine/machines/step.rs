@@ -32,7 +32,7 @@ pub(crate) fn drive_step(
         // `input:` makes the invocation's input from the entry's (S119); it fails the step
         // like a map's expression fails the map.
         let mut made = None;
-        if let Some(expr) = &def.input {
+        if let Some(expr) = def.input.as_ref().filter(|_| !node.made) {
             let scope = cx.expr_input(frame, &node.input);
             match expr.eval_one(&scope) {
                 Ok(v) => node.input = v,
