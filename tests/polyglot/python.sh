@@ -49,6 +49,44 @@ echo "== weft new step greet --lang python"
 for f in app.py weft_sdk.py build.sh workflow.yaml README.md .gitignore wit/plugin.wit; do
     [ -f "$TMP/greet/$f" ] || fail "the step project has no $f"
 done
+# A second step in the same component (one build, one compile): the SDK's context, suspend and
+# resume, tripwire, custom events, and environment variables as the workflow grants them.
+cat >>"$TMP/greet/app.py" <<'PY'
+
+
+import os
+
+from weft_sdk import Suspend, Tripwire, aborted, custom, init_data
+
+
+@step("kit", description="Exercises the SDK for tests/polyglot/python.sh.")
+def kit(input, ctx):
+    what = input.get("do")
+    if what == "context":
+        return {"run_id": ctx.run_id, "workflow_id": ctx.workflow_id, "step_path": ctx.step_path,
+                "attempt": ctx.attempt, "init": init_data(), "aborted": aborted()}
+    if what == "env":
+        return {"mood": os.environ.get("MOOD"), "secret": os.environ.get("WEFT_TEST_SECRET")}
+    if what == "suspend":
+        if ctx.resume is None:
+            return Suspend({"question": "ok?"}, labels=["review"])
+        return {"resumed": ctx.resume, "asked": ctx.suspend_payload}
+    if what == "trip":
+        raise Tripwire("no way", metadata={"why": "test"}, processor_id="kit")
+    custom("progress", {"n": 1})
+    return {}
+PY
+cat >"$TMP/greet/kit.yaml" <<'YAML'
+id: kit
+plugins:
+  greet:
+    wasm: greet.wasm
+    limits: { memory-mib: 256, timeout-ms: 10000 }
+    grants: { env: { MOOD: happy } }
+steps:
+  - { id: kit, plugin: greet, step: kit }
+YAML
+
 echo "== build the step"
 sh "$TMP/greet/build.sh" >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log" >&2; fail "build.sh of the step"; }
 [ -f "$TMP/greet/greet.wasm" ] || fail "the step's build.sh made no greet.wasm"
@@ -69,6 +107,22 @@ case "$(field "$record" error details traceback)" in
 *"Traceback (most recent call last)"*"KeyError"*) ;;
 *) fail "exception details carry no traceback: $record" ;;
 esac
+
+echo "== the SDK: context, environment, suspend and resume, tripwire"
+record=$(run "$TMP/greet/kit.yaml" '{"do": "context"}')
+expect "context" "$(field "$record" result)" \
+    "{\"aborted\":false,\"attempt\":0,\"init\":{\"do\":\"context\"},\"run_id\":\"$(field "$record" run_id)\",\"step_path\":\"kit\",\"workflow_id\":\"kit\"}"
+record=$(WEFT_TEST_SECRET=leaked run "$TMP/greet/kit.yaml" '{"do": "env"}')
+expect "granted env" "$(field "$record" result)" '{"mood":"happy","secret":null}'
+record=$(run "$TMP/greet/kit.yaml" '{"do": "suspend"}')
+expect "suspend status" "$(field "$record" status)" "suspended"
+expect "suspend labels" "$(field "$record" steps kit labels)" '["review"]'
+run_id=$(field "$record" run_id)
+record=$("$WEFT" --home "$HOME_DIR" resume "$run_id" --label review --data '{"yes": true}' --json 2>"$TMP/stderr" || true)
+expect "resumed" "$(field "$record" result)" '{"asked":{"question":"ok?"},"resumed":{"yes":true}}'
+record=$(run "$TMP/greet/kit.yaml" '{"do": "trip"}')
+expect "tripwire status" "$(field "$record" status)" "tripwire"
+expect "tripwire" "$(field "$record" tripwire)" '{"metadata":{"why":"test"},"processor_id":"kit","reason":"no way","retry":false}'
 
 echo "== weft new tool adder --lang python"
 "$WEFT" new tool adder --lang python --dir "$TMP" >/dev/null || fail "weft new tool"
