@@ -3,22 +3,10 @@
 //! as tools answered by their first yield.
 
 use serde_json::{Value, json};
-use weft::dev_model::{Script, serve};
 use weft::engine::{ResumeRequest, RunStatus};
 
 use crate::cli::Home;
-use crate::common::Env;
-
-/// Starts the double with `script`; its base address (`http://ADDR`).
-async fn double(script: &str) -> String {
-    let script = Script::from_yaml(script).expect("a valid script");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(serve(listener, script));
-    format!("http://{addr}")
-}
+use crate::common::{Env, model_double};
 
 /// An agent over model `m` at `base` (OpenAI chat) with the `tools` plugin's two tools.
 fn calculator(base: &str) -> String {
@@ -76,7 +64,7 @@ fn approve(label: &str, data: Value) -> ResumeRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s123_s124_an_agent_calls_sandboxed_tools_waits_for_approval_across_processes_and_answers()
 {
-    let base = double(ROUNDS).await;
+    let base = model_double(ROUNDS).await;
     let home = Home::new();
     let path = home.file("agent.yaml", &calculator(&base));
     let path = path.to_string_lossy();
@@ -159,7 +147,7 @@ conversations:
           - { id: call_x, name: delete-everything, arguments: {} }
       - text: "Understood, nothing deleted."
 "#;
-    let base = double(script).await;
+    let base = model_double(script).await;
     let env = Env::new();
     let rec = env.run(&calculator(&base), json!("wipe it")).await;
     assert_eq!(rec.status, RunStatus::Suspended);
@@ -214,7 +202,7 @@ conversations:
 
 /// Runs the dispatcher with `child` as the child workflow; the tool results of both calls.
 async fn dispatch(env: &Env, child: &str) -> (Vec<Value>, String) {
-    let base = double(TWICE).await;
+    let base = model_double(TWICE).await;
     env.file("child.yaml", child);
     let rec = env.run(&dispatcher(&base), json!("go")).await;
     assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
@@ -371,7 +359,7 @@ fn check_plain(rec: &Value, context: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s123_s102_a_host_killed_at_every_checkpoint_of_an_agent_run_finishes_it_after_recovery() {
     use crate::torture::{Home, run_weft};
-    let base = double(PLAIN).await;
+    let base = model_double(PLAIN).await;
     let input = r#""Add 2+3, 20+30, then 5+50.""#;
     // The host aborts right after its n-th durable commit, for n = 1, 2, ... until a run gets
     // through whole; each time another process recovers the run and finishes it.
@@ -435,7 +423,7 @@ async fn s123_s102_a_host_killed_at_every_checkpoint_of_an_agent_run_finishes_it
 
 #[tokio::test]
 async fn s123_s87_the_streamed_text_is_stored_and_replayed_from_any_seq_without_gap_or_duplicate() {
-    let base = double(PLAIN).await;
+    let base = model_double(PLAIN).await;
     let env = Env::new();
     let rec = env
         .run(&calculator(&base), json!("Add 2+3, 20+30, then 5+50."))
@@ -460,7 +448,7 @@ async fn s123_s87_the_streamed_text_is_stored_and_replayed_from_any_seq_without_
 
 #[tokio::test]
 async fn s123_an_agent_speaks_anthropic_messages_tool_results_included() {
-    let base = double(PLAIN).await;
+    let base = model_double(PLAIN).await;
     let env = Env::new();
     let rec = env
         .run(
@@ -483,7 +471,7 @@ conversations:
           - { id: call_add, name: add, arguments: { a: 1, b: 1 } }
       - text: "never reached"
 "#;
-    let base = double(script).await;
+    let base = model_double(script).await;
     let env = Env::new();
     let yaml = calculator(&base).replace(
         "        - { plugin: calc, tool: delete-everything }",
@@ -508,7 +496,7 @@ conversations:
 
 #[tokio::test]
 async fn s94_an_agent_is_rerun_whole_with_none_of_its_earlier_calls() {
-    let base = double(PLAIN).await;
+    let base = model_double(PLAIN).await;
     let env = Env::new();
     let source = env
         .run(&calculator(&base), json!("Add 2+3, 20+30, then 5+50."))

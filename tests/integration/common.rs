@@ -95,3 +95,15 @@ pub fn kinds(events: &[StoredEvent]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Starts the scripted model double with `script` on loopback; its base address
+/// (`http://ADDR`).
+pub async fn model_double(script: &str) -> String {
+    let script = weft::dev_model::Script::from_yaml(script).expect("a valid script");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(weft::dev_model::serve(listener, script));
+    format!("http://{addr}")
+}

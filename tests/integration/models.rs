@@ -3,21 +3,9 @@
 //! waited for by the run (S121).
 
 use serde_json::{Value, json};
-use weft::dev_model::{Script, serve};
 use weft::engine::{EventKind, RunStatus};
 
-use crate::common::Env;
-
-/// Starts the double with `script`; its base address (`http://ADDR`).
-async fn double(script: &str) -> String {
-    let script = Script::from_yaml(script).expect("a valid script");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(serve(listener, script));
-    format!("http://{addr}")
-}
+use crate::common::{Env, model_double};
 
 /// A workflow asking `model` (of `api`, at `base`) with `input`.
 fn asking(api: &str, base: &str, input: &str, retry: &str) -> String {
@@ -62,7 +50,7 @@ fn streamed(env: &Env, run: &str) -> (Vec<String>, Vec<Value>) {
 }
 
 async fn ask_sum(api: &str, quirks: &str) {
-    let base = double(&SUM.replace("QUIRKS", quirks)).await;
+    let base = model_double(&SUM.replace("QUIRKS", quirks)).await;
     let env = Env::new();
     let rec = env
         .run(
@@ -126,7 +114,7 @@ async fn s122_an_anthropic_model_step_assembles_tool_use_input_from_json_deltas(
 
 #[tokio::test]
 async fn s121_a_429_is_waited_out_as_the_provider_asks_then_the_call_succeeds() {
-    let base = double(
+    let base = model_double(
         r#"
 conversations:
   - match: "hello"
@@ -165,7 +153,7 @@ conversations:
 
 #[tokio::test]
 async fn s122_refusals_say_what_to_do_and_an_unset_key_variable_fails_without_a_call() {
-    let base = double(
+    let base = model_double(
         r#"
 conversations:
   - match: "forbidden"
@@ -249,7 +237,7 @@ async fn s122_files_naming_an_undeclared_model_or_a_bad_declaration_are_refused(
 // The double runs on the runtime's other thread while this one waits for the `weft` process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s122_the_api_key_is_sent_but_never_stored_in_records_or_events() {
-    let base = double(
+    let base = model_double(
         r#"
 conversations:
   - match: "hi"

@@ -220,3 +220,30 @@ pub(crate) fn mark_cancelled(frame: &Frame, entry: &EntryDef, cx: &mut Cx, now: 
     });
     cx.emit(frame, EventKind::StepCancelled, &entry.path, json!({}));
 }
+
+/// Marks an execution's record (inside an item, its item) `suspended` with `payload` and
+/// `labels`, and emits `step-suspended` (S63, S65).
+pub(crate) fn mark_suspended(
+    frame: &Frame,
+    entry: &EntryDef,
+    cx: &mut Cx,
+    payload: &Value,
+    labels: &[String],
+) {
+    let now = cx.ts();
+    cx.record(frame, entry, |rec, item| {
+        rec.status = StepStatus::Suspended;
+        rec.suspend_payload = Some(payload.clone());
+        rec.labels = Some(labels.to_vec());
+        rec.suspended_at = Some(now);
+        if let Some(item) = item {
+            item.status = StepStatus::Suspended;
+        }
+    });
+    cx.emit(
+        frame,
+        EventKind::StepSuspended,
+        &entry.path,
+        json!({ "payload": payload, "labels": labels }),
+    );
+}

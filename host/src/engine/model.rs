@@ -80,6 +80,18 @@ pub enum ModelApi {
 }
 
 impl Graph {
+    /// A graph with nothing in it yet, for builders to fill.
+    pub(crate) fn empty() -> Graph {
+        Graph {
+            format: GRAPH_FORMAT,
+            files: Vec::new(),
+            entries: Vec::new(),
+            plugins: IndexMap::new(),
+            models: IndexMap::new(),
+            workflow_tools: IndexMap::new(),
+        }
+    }
+
     /// The top-level file.
     pub fn root(&self) -> &FileDef {
         &self.files[0]

@@ -9,14 +9,13 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use indexmap::IndexMap;
 use serde_json::{Value, json};
 
 use super::expr::Expr;
 use super::invocation::{InvocationResult, StepCall, StepFailure, StepOutcome, Tripwire};
 use super::model::{
-    AgentDef, AgentTool, BranchArm, EntryDef, EntryId, EntryKind, FileDef, FileId, GRAPH_FORMAT,
-    Graph, RetryPolicy, StepDef, StepKind, StepSchemas,
+    AgentDef, AgentTool, BranchArm, EntryDef, EntryId, EntryKind, FileDef, FileId, Graph,
+    RetryPolicy, StepDef, StepKind, StepSchemas,
 };
 use super::schema::Schema;
 use super::{
@@ -271,14 +270,7 @@ impl Spec {
 
 /// The graph of a test workflow, with paths and file instances as the loader makes them.
 pub(crate) fn graph(top: FileSpec) -> Graph {
-    let mut g = Graph {
-        format: GRAPH_FORMAT,
-        files: Vec::new(),
-        entries: Vec::new(),
-        plugins: IndexMap::new(),
-        models: IndexMap::new(),
-        workflow_tools: IndexMap::new(),
-    };
+    let mut g = Graph::empty();
     add_file(&mut g, top, "");
     g
 }

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use indexmap::IndexMap;
 use serde_json::{Value, json};
 use serde_saphyr::{Location, Spanned};
 
@@ -137,7 +136,7 @@ async fn load(
         by_path: &by_path,
         natives,
         host,
-        graph: empty_graph(),
+        graph: Graph::empty(),
         stack: Vec::new(),
     };
     builder.file(&top.key, String::new(), None)?;
@@ -1187,18 +1186,6 @@ fn filled_config(
         }
     }
     Ok(config)
-}
-
-/// A graph with nothing in it yet.
-fn empty_graph() -> Graph {
-    Graph {
-        format: GRAPH_FORMAT,
-        files: Vec::new(),
-        entries: Vec::new(),
-        plugins: IndexMap::new(),
-        models: IndexMap::new(),
-        workflow_tools: IndexMap::new(),
-    }
 }
 
 /// Refuses a `retry:` policy with numbers outside their range (S51, S52).

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::engine::commands::EventKind;
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{end_node, mark_cancelled, start_block};
+use crate::engine::drive::{end_node, mark_cancelled, mark_suspended, start_block};
 use crate::engine::machines::step::drive_step;
 use crate::engine::model::{AgentDef, EntryDef, EntryId, EntryKind, MODEL_PLUGIN, StepDef};
 use crate::engine::nodes::{
@@ -555,24 +555,8 @@ fn drive_tool(
 /// suspended with `{tool, arguments}` as the payload and the call's id as the label.
 fn ask_approval(run: &mut ToolRun, at: &EntryDef, sub: &Frame, cx: &mut Cx) {
     let payload = json!({ "tool": run.name, "arguments": run.arguments });
-    let labels = vec![run.id.clone()];
-    let now = cx.ts();
     cx.record_start(sub, at, &run.arguments);
-    cx.record(sub, at, |rec, item| {
-        rec.status = StepStatus::Suspended;
-        rec.suspend_payload = Some(payload.clone());
-        rec.labels = Some(labels.clone());
-        rec.suspended_at = Some(now);
-        if let Some(item) = item {
-            item.status = StepStatus::Suspended;
-        }
-    });
-    cx.emit(
-        sub,
-        EventKind::StepSuspended,
-        &run.path,
-        json!({ "payload": payload, "labels": labels }),
-    );
+    mark_suspended(sub, at, cx, &payload, std::slice::from_ref(&run.id));
     run.state = ToolState::Approval;
 }
 

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::engine::commands::{Command, EventKind, Invoke, StepsView};
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::end_node;
+use crate::engine::drive::{end_node, mark_suspended};
 use crate::engine::invocation::{InvocationResult, Resumption, StepCall, StepFailure, StepOutcome};
 use crate::engine::model::{EntryDef, StepDef};
 use crate::engine::nodes::{End, Node, NodeKind, Phase, StepNode, StepWait};
@@ -317,22 +317,7 @@ fn suspend(
     payload: Value,
     labels: Vec<String>,
 ) {
-    let now = cx.ts();
-    cx.record(frame, entry, |rec, item| {
-        rec.status = StepStatus::Suspended;
-        rec.suspend_payload = Some(payload.clone());
-        rec.labels = Some(labels.clone());
-        rec.suspended_at = Some(now);
-        if let Some(item) = item {
-            item.status = StepStatus::Suspended;
-        }
-    });
-    cx.emit(
-        frame,
-        EventKind::StepSuspended,
-        &entry.path,
-        json!({ "payload": payload, "labels": labels }),
-    );
+    mark_suspended(frame, entry, cx, &payload, &labels);
     set_wait(node, StepWait::Resume { payload, labels });
     node.phase = Phase::Suspended;
 }

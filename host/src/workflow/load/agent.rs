@@ -247,7 +247,7 @@ impl Builder<'_> {
                 by_path: self.by_path,
                 natives: self.natives,
                 host: self.host,
-                graph: empty_graph(),
+                graph: Graph::empty(),
                 stack: self.stack.clone(),
             };
             child.file(
