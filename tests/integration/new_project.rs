@@ -48,7 +48,7 @@ fn tree(dir: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
-fn new_refuses_bad_names_taken_directories_and_other_languages_writing_nothing() {
+fn new_refuses_bad_names_and_taken_directories_writing_nothing() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let projects = tmp.path().join("projects");
     std::fs::create_dir_all(projects.join("taken")).expect("mkdir");
@@ -71,9 +71,26 @@ fn new_refuses_bad_names_taken_directories_and_other_languages_writing_nothing()
         (&["new", "step", "test", "--dir", dir], "reserves"),
         (&["new", "step", "taken", "--dir", dir], "not empty"),
         (&["new", "tool", "a-file", "--dir", dir], "not a directory"),
+        // The same refusals in the other languages.
         (
-            &["new", "tool", "adder", "--lang", "js", "--dir", dir],
-            "JavaScript plugins are not available",
+            &["new", "step", "Greet", "--lang", "js", "--dir", dir],
+            "lowercase letters",
+        ),
+        (
+            &["new", "tool", "my_tool", "--lang", "python", "--dir", dir],
+            "`-`",
+        ),
+        (
+            &["new", "tool", "greet-", "--lang", "js", "--dir", dir],
+            "not ending with `-`",
+        ),
+        (
+            &["new", "step", "taken", "--lang", "js", "--dir", dir],
+            "not empty",
+        ),
+        (
+            &["new", "tool", "a-file", "--lang", "js", "--dir", dir],
+            "not a directory",
         ),
     ];
     for (args, said) in cases {
@@ -84,11 +101,6 @@ fn new_refuses_bad_names_taken_directories_and_other_languages_writing_nothing()
             "{args:?} should say {said:?}: {out:?}"
         );
     }
-    let out = weft_in(
-        tmp.path(),
-        &["new", "step", "greet", "--lang", "js", "--dir", dir],
-    );
-    assert!(out.stderr.contains("use --lang rust"), "{out:?}");
     assert_eq!(tree(&projects), before, "a refusal wrote something");
 
     // Python is accepted (tests/polyglot/python.sh builds and runs what it writes).
@@ -108,6 +120,124 @@ fn new_refuses_bad_names_taken_directories_and_other_languages_writing_nothing()
             projects.join("greet").join(file).is_file(),
             "{file} missing"
         );
+    }
+    assert!(
+        !tmp.path().join("home").exists(),
+        "`weft new` must not open the home"
+    );
+}
+
+/// Every file below `dir`, relative to it, `/`-separated, sorted.
+fn files_below(dir: &Path) -> Vec<String> {
+    tree(dir)
+        .into_iter()
+        .filter(|p| dir.join(p).is_file())
+        .map(|p| path_str(&p).replace('\\', "/"))
+        .collect()
+}
+
+/// The first `{{word}}` placeholder left in `text` (JSDoc's `{{a: string}}` is not one).
+fn placeholder(text: &str) -> Option<&str> {
+    text.match_indices("{{").find_map(|(at, _)| {
+        let rest = &text[at + 2..];
+        let end = rest.find("}}")?;
+        let word = &rest[..end];
+        (!word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            .then_some(&text[at..at + end + 4])
+    })
+}
+
+/// `weft new --lang js` writes the whole project, placeholders filled, pinned to the jco that
+/// tests/polyglot/js.sh builds it with (that script builds and runs what it writes).
+#[test]
+fn new_writes_a_javascript_project() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = path_str(tmp.path());
+    // Rust's reserved names are free in JavaScript.
+    for (kind, name) in [("step", "word-count"), ("tool", "test")] {
+        let out = weft_in(
+            tmp.path(),
+            &["new", kind, name, "--lang", "js", "--dir", dir],
+        );
+        assert_eq!(out.code, 0, "{out:?}");
+        assert!(
+            out.stdout.contains(&format!(
+                "created the JavaScript {kind} plugin project {name}"
+            )),
+            "{out:?}"
+        );
+        assert!(out.stdout.contains("jco 1.35.0"), "{out:?}");
+        let project = tmp.path().join(name);
+        assert_eq!(
+            files_below(&project),
+            [
+                ".gitignore",
+                "README.md",
+                "app.js",
+                "build.sh",
+                "bundle.config.js",
+                "package.json",
+                "weft_sdk.d.ts",
+                "weft_sdk.js",
+                "wit/deps/wasi-cli/environment.wit",
+                "wit/plugin.wit",
+                "wit/worlds.wit",
+                "workflow.yaml",
+            ],
+            "{kind} {name}"
+        );
+        for file in files_below(&project) {
+            let text = std::fs::read_to_string(project.join(&file)).expect("read");
+            assert_eq!(placeholder(&text), None, "{file} of the {kind}");
+        }
+        let read = |file: &str| std::fs::read_to_string(project.join(file)).expect("read");
+        let package: Value = serde_json::from_str(&read("package.json")).expect("JSON");
+        assert_eq!(package["name"], name);
+        assert_eq!(
+            package["devDependencies"]["@bytecodealliance/jco"],
+            "1.35.0"
+        );
+        assert_eq!(
+            package["overrides"]["@bytecodealliance/preview2-shim"],
+            "0.26.0"
+        );
+        let world = format!("{kind}-plugin-wasi");
+        let build = package["scripts"]["build"].as_str().unwrap_or_default();
+        assert!(
+            build.contains(&format!("--world-name {world}"))
+                && build.contains(&format!("-o {name}.wasm")),
+            "{build}"
+        );
+        assert!(read("wit/worlds.wit").contains(&format!("world {world} {{")));
+        assert_eq!(
+            read("wit/plugin.wit"),
+            std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/plugin.wit")
+            )
+            .expect("the repository's wit/plugin.wit")
+        );
+        let app = read("app.js");
+        assert!(app.contains(&format!("{kind}(\n  '{name}',")), "{app}");
+        assert!(app.contains(&format!("export {{ {kind}s }} from './weft_sdk.js';")));
+        // Only the step-plugin world imports `run`.
+        let sdk = read("weft_sdk.js");
+        assert_eq!(sdk.contains("from 'weft:plugin/run@0.1.0'"), kind == "step");
+        let workflow = read("workflow.yaml");
+        assert!(
+            workflow.contains(&format!("wasm: {name}.wasm")),
+            "{workflow}"
+        );
+        assert!(workflow.contains(&format!("{kind}: {name}")), "{workflow}");
+        assert!(read(".gitignore").contains("/node_modules"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(project.join("build.sh"))
+                .expect("stat")
+                .permissions()
+                .mode();
+            assert!(mode & 0o100 != 0, "build.sh is not executable");
+        }
     }
     assert!(
         !tmp.path().join("home").exists(),

@@ -38,6 +38,18 @@ impl PluginKind {
         }
     }
 
+    /// The line of a JavaScript project's `weft_sdk.js` that imports `run`: the step-plugin
+    /// world has that import, the tool-plugin world has not.
+    fn js_run_import(self) -> &'static str {
+        match self {
+            PluginKind::Step => "import * as run from 'weft:plugin/run@0.1.0';",
+            PluginKind::Tool => {
+                "// The tool-plugin world has no `run` import (a step project's weft_sdk.js \
+                 imports it here).\nconst run = null;"
+            }
+        }
+    }
+
     /// A run input that suits the generated example.
     fn example_input(self) -> &'static str {
         match self {
@@ -55,8 +67,19 @@ pub enum Lang {
     Rust,
     /// Python, built with componentize-py.
     Python,
-    /// JavaScript (jco): not available yet.
+    /// JavaScript, built with jco (the StarlingMonkey engine).
     Js,
+}
+
+impl Lang {
+    /// The language's name in messages.
+    fn word(self) -> &'static str {
+        match self {
+            Lang::Rust => "Rust",
+            Lang::Python => "Python",
+            Lang::Js => "JavaScript",
+        }
+    }
 }
 
 /// The plugin contract, vendored into every project.
@@ -114,6 +137,51 @@ mod python {
     pub const TOOL_WORKFLOW: &str = include_str!("templates/python/tool_workflow.yaml.tmpl");
     /// `README.md` of a tool plugin.
     pub const TOOL_README: &str = include_str!("templates/python/tool_README.md.tmpl");
+}
+
+/// The jco version a JavaScript project builds with (pinned in its `package.json`).
+const JCO_VERSION: &str = "1.35.0";
+
+/// The componentize-js version jco [`JCO_VERSION`] depends on (`^0.22.0`), pinned exactly.
+const COMPONENTIZE_JS_VERSION: &str = "0.22.0";
+
+/// The preview2-shim version a JavaScript project pins through npm `overrides`: with 0.26.1,
+/// jco 1.35.0 fails to read any WIT (`failed to get path metadata ... (os error 44)`).
+const PREVIEW2_SHIM_VERSION: &str = "0.26.0";
+
+/// Templates of a JavaScript project (jco, StarlingMonkey); `{{...}}` placeholders are filled
+/// by [`render`].
+mod js {
+    /// `package.json`: the pinned jco, the preview2-shim override, `npm run build`.
+    pub const PACKAGE_JSON: &str = include_str!("templates/js/package.json.tmpl");
+    /// `build.sh`: `npm install`, then `npm run build`.
+    pub const BUILD_SH: &str = include_str!("templates/js/build.sh.tmpl");
+    /// `bundle.config.js`: keeps the host's `weft:` interfaces imports when jco bundles.
+    pub const BUNDLE_CONFIG: &str = include_str!("templates/js/bundle.config.js.tmpl");
+    /// `.gitignore`.
+    pub const GITIGNORE: &str = include_str!("templates/js/gitignore.tmpl");
+    /// `weft_sdk.js`: the `step`/`tool` registry, JSON in and out, failures, the host's
+    /// functions.
+    pub const SDK: &str = include_str!("templates/js/weft_sdk.js.tmpl");
+    /// `weft_sdk.d.ts`: the SDK's types.
+    pub const SDK_TYPES: &str = include_str!("templates/js/weft_sdk.d.ts.tmpl");
+    /// `wit/worlds.wit`: the worlds `step-plugin-wasi` and `tool-plugin-wasi`.
+    pub const WORLDS_WIT: &str = include_str!("templates/js/worlds.wit.tmpl");
+    /// `wit/deps/wasi-cli/environment.wit`: the one WASI interface those worlds add.
+    pub const WASI_ENVIRONMENT_WIT: &str =
+        include_str!("templates/js/wasi_cli_environment.wit.tmpl");
+    /// `app.js` of a step plugin.
+    pub const STEP_APP: &str = include_str!("templates/js/step_app.js.tmpl");
+    /// `workflow.yaml` running a step plugin.
+    pub const STEP_WORKFLOW: &str = include_str!("templates/js/step_workflow.yaml.tmpl");
+    /// `README.md` of a step plugin.
+    pub const STEP_README: &str = include_str!("templates/js/step_README.md.tmpl");
+    /// `app.js` of a tool plugin.
+    pub const TOOL_APP: &str = include_str!("templates/js/tool_app.js.tmpl");
+    /// `workflow.yaml` calling a tool plugin.
+    pub const TOOL_WORKFLOW: &str = include_str!("templates/js/tool_workflow.yaml.tmpl");
+    /// `README.md` of a tool plugin.
+    pub const TOOL_README: &str = include_str!("templates/js/tool_README.md.tmpl");
 }
 
 /// The longest plugin name: a tool name may have at most 64 characters.
@@ -209,24 +277,25 @@ pub fn command(
     match create(kind, name, lang, dir) {
         Ok(project) => {
             let shown = project.display();
-            let language = if lang == Lang::Python {
-                "Python"
-            } else {
-                "Rust"
-            };
             out.line(&format!(
-                "created the {language} {} plugin project {name} in {shown}",
+                "created the {} {} plugin project {name} in {shown}",
+                lang.word(),
                 kind.word()
             ));
             out.line("next:");
             out.line(&format!("  cd {shown}"));
-            if lang == Lang::Python {
-                out.line(&format!(
+            match lang {
+                Lang::Python => out.line(&format!(
                     "  ./build.sh          # componentize-py (pip install \
                      componentize-py=={COMPONENTIZE_PY_VERSION}) builds {name}.wasm"
-                ));
-            } else {
-                out.line("  ./build.sh          # cargo build --release --target wasm32-wasip2");
+                )),
+                Lang::Js => out.line(&format!(
+                    "  ./build.sh          # npm install (jco {JCO_VERSION}), then jco \
+                     componentize builds {name}.wasm; needs Node.js 20+"
+                )),
+                Lang::Rust => {
+                    out.line("  ./build.sh          # cargo build --release --target wasm32-wasip2")
+                }
             }
             out.line(&format!(
                 "  weft run workflow.yaml --input '{}'",
@@ -252,17 +321,9 @@ fn create(
     lang: Lang,
     dir: Option<PathBuf>,
 ) -> Result<PathBuf, String> {
-    if lang == Lang::Js {
-        return Err(
-            "--lang js: JavaScript plugins are not available from `weft new` yet; Rust \
-                    and Python are: use --lang rust (the default) or --lang python. Nothing was \
-                    written"
-                .to_string(),
-        );
-    }
     // Rust's and cargo's reserved names matter to a Rust project only.
     check_name(name).or_else(|e| {
-        if lang == Lang::Python && RESERVED_NAMES.contains(&name) {
+        if lang != Lang::Rust && RESERVED_NAMES.contains(&name) {
             Ok(())
         } else {
             Err(e)
@@ -277,7 +338,8 @@ fn create(
     check_free(&project)?;
     let files = match lang {
         Lang::Python => python_project_files(kind, name),
-        Lang::Rust | Lang::Js => project_files(kind, name),
+        Lang::Js => js_project_files(kind, name),
+        Lang::Rust => project_files(kind, name),
     };
     write_project(&parent, &project, name, &files)?;
     Ok(project)
@@ -382,6 +444,41 @@ fn python_project_files(kind: PluginKind, name: &str) -> Vec<ProjectFile> {
     ]
 }
 
+/// The files of a JavaScript project of this kind, filled in for `name`.
+fn js_project_files(kind: PluginKind, name: &str) -> Vec<ProjectFile> {
+    let (app, workflow, readme) = match kind {
+        PluginKind::Step => (js::STEP_APP, js::STEP_WORKFLOW, js::STEP_README),
+        PluginKind::Tool => (js::TOOL_APP, js::TOOL_WORKFLOW, js::TOOL_README),
+    };
+    let file = |path, template: &str, executable| ProjectFile {
+        path,
+        text: render(template, kind, name),
+        executable,
+    };
+    vec![
+        file("package.json", js::PACKAGE_JSON, false),
+        file("build.sh", js::BUILD_SH, true),
+        file("bundle.config.js", js::BUNDLE_CONFIG, false),
+        file(".gitignore", js::GITIGNORE, false),
+        file("app.js", app, false),
+        file("weft_sdk.js", js::SDK, false),
+        file("weft_sdk.d.ts", js::SDK_TYPES, false),
+        file("workflow.yaml", workflow, false),
+        file("README.md", readme, false),
+        ProjectFile {
+            path: "wit/plugin.wit",
+            text: PLUGIN_WIT.to_string(),
+            executable: false,
+        },
+        file("wit/worlds.wit", js::WORLDS_WIT, false),
+        file(
+            "wit/deps/wasi-cli/environment.wit",
+            js::WASI_ENVIRONMENT_WIT,
+            false,
+        ),
+    ]
+}
+
 /// Fills a template's placeholders.
 fn render(template: &str, kind: PluginKind, name: &str) -> String {
     template
@@ -392,6 +489,10 @@ fn render(template: &str, kind: PluginKind, name: &str) -> String {
         .replace("{{wit_bindgen}}", WIT_BINDGEN_VERSION)
         .replace("{{serde_json}}", SERDE_JSON_VERSION)
         .replace("{{componentize_py}}", COMPONENTIZE_PY_VERSION)
+        .replace("{{jco}}", JCO_VERSION)
+        .replace("{{componentize_js}}", COMPONENTIZE_JS_VERSION)
+        .replace("{{preview2_shim}}", PREVIEW2_SHIM_VERSION)
+        .replace("{{js_run_import}}", kind.js_run_import())
 }
 
 /// The stem of the component cargo builds for package `name`: `-` becomes `_`.
@@ -489,12 +590,29 @@ mod tests {
         }
     }
 
+    /// The first `{{word}}` placeholder left in `text` (JSDoc's `{{a: string}}` is not one).
+    fn placeholder(text: &str) -> Option<&str> {
+        text.match_indices("{{").find_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            let end = rest.find("}}")?;
+            let word = &rest[..end];
+            (!word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+                .then_some(&text[at..at + end + 4])
+        })
+    }
+
     #[test]
     fn every_placeholder_is_filled() {
+        assert_eq!(placeholder("a {{name}} b"), Some("{{name}}"));
+        assert_eq!(placeholder("@param {{name: string}} input"), None);
         for kind in [PluginKind::Step, PluginKind::Tool] {
             let files = project_files(kind, "my-plugin");
-            for file in files.iter().chain(&python_project_files(kind, "my-plugin")) {
-                assert!(!file.text.contains("{{"), "{} of a {kind:?}", file.path);
+            let others = [
+                python_project_files(kind, "my-plugin"),
+                js_project_files(kind, "my-plugin"),
+            ];
+            for file in files.iter().chain(others.iter().flatten()) {
+                assert_eq!(placeholder(&file.text), None, "{} of a {kind:?}", file.path);
             }
         }
         let files = project_files(PluginKind::Tool, "my-plugin");
@@ -505,6 +623,49 @@ mod tests {
             .unwrap_or_default();
         assert!(workflow.contains("target/wasm32-wasip2/release/my_plugin.wasm"));
         assert!(workflow.contains("tool: my-plugin"));
+    }
+
+    /// A JavaScript project pins jco, overrides preview2-shim, builds its kind's world, and
+    /// imports `run` only when it is a step.
+    #[test]
+    fn js_projects_pin_jco_and_import_run_only_for_steps() {
+        for kind in [PluginKind::Step, PluginKind::Tool] {
+            let files = js_project_files(kind, "my-plugin");
+            let text = |path: &str| {
+                files
+                    .iter()
+                    .find(|f| f.path == path)
+                    .map(|f| f.text.as_str())
+                    .unwrap_or_default()
+            };
+            let package: serde_json::Value =
+                serde_json::from_str(text("package.json")).expect("package.json is JSON");
+            assert_eq!(package["name"], "my-plugin");
+            assert_eq!(
+                package["devDependencies"]["@bytecodealliance/jco"],
+                JCO_VERSION
+            );
+            assert_eq!(
+                package["devDependencies"]["@bytecodealliance/componentize-js"],
+                COMPONENTIZE_JS_VERSION
+            );
+            assert_eq!(
+                package["overrides"]["@bytecodealliance/preview2-shim"],
+                PREVIEW2_SHIM_VERSION
+            );
+            let build = package["scripts"]["build"].as_str().unwrap_or_default();
+            assert!(
+                build.contains(&format!("--world-name {}-wasi", kind.world())),
+                "{build}"
+            );
+            assert!(build.ends_with("-o my-plugin.wasm"), "{build}");
+            assert!(text("wit/worlds.wit").contains(&format!("world {}-wasi", kind.world())));
+            assert_eq!(
+                text("weft_sdk.js").contains("from 'weft:plugin/run@0.1.0'"),
+                kind == PluginKind::Step
+            );
+            assert_eq!(text("wit/plugin.wit"), PLUGIN_WIT);
+        }
     }
 
     /// The generated project pins the versions the repository's own guests build with.
