@@ -57,6 +57,12 @@ const PLUGINS: &[(&str, &str, &str)] = &[
         "The example tool plugin (exports only `weft:plugin/tools`): `add`, `delete-everything` (needs approval), `read-file` (under `/data`), `check-text` (a tripwire).",
     ),
     (
+        "sdk_demo",
+        "SDK_DEMO",
+        "The Rust SDK's demo plugin (built with `sdk/rust`, crate `weft-plugin`): steps `shout`, \
+         `ask`, `guard`, `boom`, `ctx`; tool `count-words`.",
+    ),
+    (
         "command",
         "COMMAND",
         "Not a plugin: a plain WASI command component (exports only `wasi:cli/run`); the host \
@@ -178,6 +184,10 @@ fn watch(plugins_dir: &Path, built_dir: &Path, plugin_dir: &Path) -> Result<(), 
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=../wit/plugin.wit");
     println!("cargo:rerun-if-changed=../wit");
+    // The Rust guest SDK (sdk/rust), which sdk-demo builds with.
+    for path in ["Cargo.toml", "src", "wit"] {
+        println!("cargo:rerun-if-changed=../sdk/rust/{path}");
+    }
     // Only files that exist: cargo reruns a script on every build while a watched path is missing.
     for file in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
         if plugins_dir.join(file).is_file() {

@@ -12,6 +12,7 @@ mod dev_model;
 mod driver_api;
 mod durability;
 mod full_disk;
+mod guest_sdk;
 mod hostile;
 mod loader_hardening;
 mod models;

@@ -124,7 +124,7 @@ mod python {
     /// `.gitignore`.
     pub const GITIGNORE: &str = include_str!("templates/python/gitignore.tmpl");
     /// `weft_sdk.py`: the JSON glue, the `@step`/`@tool` registry and the exception guard.
-    pub const SDK: &str = include_str!("templates/python/weft_sdk.py.tmpl");
+    pub const SDK: &str = include_str!("../../../sdk/python/weft_sdk.py");
     /// `app.py` of a step plugin.
     pub const STEP_APP: &str = include_str!("templates/python/step_app.py.tmpl");
     /// `workflow.yaml` running a step plugin.
@@ -162,9 +162,9 @@ mod js {
     pub const GITIGNORE: &str = include_str!("templates/js/gitignore.tmpl");
     /// `weft_sdk.js`: the `step`/`tool` registry, JSON in and out, failures, the host's
     /// functions.
-    pub const SDK: &str = include_str!("templates/js/weft_sdk.js.tmpl");
+    pub const SDK: &str = include_str!("../../../sdk/js/weft_sdk.js");
     /// `weft_sdk.d.ts`: the SDK's types.
-    pub const SDK_TYPES: &str = include_str!("templates/js/weft_sdk.d.ts.tmpl");
+    pub const SDK_TYPES: &str = include_str!("../../../sdk/js/weft_sdk.d.ts");
     /// `wit/worlds.wit`: the worlds `step-plugin-wasi` and `tool-plugin-wasi`.
     pub const WORLDS_WIT: &str = include_str!("templates/js/worlds.wit.tmpl");
     /// `wit/deps/wasi-cli/environment.wit`: the one WASI interface those worlds add.

@@ -1,0 +1,167 @@
+//! Write weft plugins in Rust as plain functions.
+//!
+//! A weft plugin is a WebAssembly component (built for `wasm32-wasip2`) that exports workflow
+//! steps, agent tools, or both, per the host's contract `wit/plugin.wit`. This crate generates
+//! that contract's bindings and does the plumbing: the plugin's `describe`, JSON parsed in and
+//! written out, a typed [`Context`], the host's services as methods on it, and a
+//! [`Failure`] type with tripwires. The plugin's code never sees a wit-bindgen type.
+//!
+//! ```no_run
+//! use weft_plugin::{Context, Failure, Outcome, ToolContext, export_plugin, json, step, tool};
+//! use weft_plugin::json::Value;
+//!
+//! /// `{text}` -> `{text}` upper-cased.
+//! fn shout(input: Value, ctx: &Context) -> Result<Value, Failure> {
+//!     let Some(text) = input["text"].as_str() else {
+//!         return Err(Failure::invalid_input("text must be a string"));
+//!     };
+//!     ctx.write(text);
+//!     Ok(json!({"text": text.to_uppercase()}))
+//! }
+//!
+//! /// Suspends until someone answers, then returns the answer.
+//! fn ask(input: Value, ctx: &Context) -> Result<Outcome, Failure> {
+//!     match ctx.resume() {
+//!         None => Ok(Outcome::suspend(json!({"question": input})).label("answer")),
+//!         Some(resume) => Ok(Outcome::Done(resume.data().clone())),
+//!     }
+//! }
+//!
+//! fn count_words(args: Value, _ctx: &ToolContext) -> Result<Value, Failure> {
+//!     let text = args["text"].as_str().unwrap_or_default();
+//!     Ok(json!({"words": text.split_whitespace().count()}))
+//! }
+//!
+//! export_plugin! {
+//!     steps: [
+//!         step("shout", shout)
+//!             .describe("Upper-cases {text}.")
+//!             .input_schema(json!({"type": "object", "required": ["text"]})),
+//!         step("ask", ask).describe("Asks a question."),
+//!     ],
+//!     tools: [
+//!         tool("count-words", count_words).describe("Counts the words of {text}."),
+//!     ],
+//! }
+//! ```
+//!
+//! # Handlers
+//!
+//! A step handler is any `Fn(I, &Context) -> Result<O, Failure>` where `I` is the input type
+//! (`serde_json::Value`, or any `serde::Deserialize` type: input that does not fit fails with
+//! code `invalid-input` before the handler runs) and `O` is an [`Outcome`] or any
+//! `serde::Serialize` type (the output). A tool handler is any
+//! `Fn(I, &ToolContext) -> Result<O, Failure>` with `O: Serialize`. Closures work too.
+//!
+//! # Exports
+//!
+//! [`export_plugin!`] with `steps:` only makes a component that exports `weft:plugin/steps`
+//! (world `step-plugin`), with `tools:` only one that exports `weft:plugin/tools` (world
+//! `tool-plugin`), with both one that exports both (world `plugin`). Call it once per crate.
+//!
+//! # Panics
+//!
+//! A panic in a handler becomes a failure with code `exception`, the panic's message and
+//! details `{"type": "panic"}` ([`Failure::exception`]) wherever panics unwind: in native unit
+//! tests through [`Step::run`] and [`Tool::call`], and in a component built with
+//! `panic = "unwind"` and WebAssembly exception handling. Stable Rust's `wasm32-wasip2` target
+//! aborts on panic (its standard library cannot unwind), so in a component built the usual way
+//! a panic traps: weft records the step as failed with code `trap` and the message
+//! `plugin panicked: <message>`, and the next attempt (if the retry policy allows one) gets a
+//! fresh instance. Return a [`Failure`] for every failure you can foresee.
+//!
+//! # Outside wasm32
+//!
+//! The crate builds for any target, so a plugin's logic can be unit tested natively: build a
+//! [`Context`] with [`Context::default`] and its `with_*` methods, and call
+//! [`Step::run`] / [`Tool::call`] (or the handler itself). The helpers that reach the host do
+//! nothing there (see [`Context`]).
+
+extern crate self as weft_plugin;
+
+mod bindings;
+mod context;
+mod failure;
+mod outcome;
+mod registry;
+
+pub use context::{Context, Level, Resume, ToolContext};
+pub use failure::{EXCEPTION, Failure, TRIPWIRE, Tripwire};
+pub use outcome::{IntoOutcome, Outcome};
+pub use registry::{Step, Tool, step, tool};
+/// serde_json, re-exported: `json::Value`, `json::Map`, `json::from_value`, ...
+pub use serde_json as json;
+/// serde_json's `json!` macro, re-exported.
+pub use serde_json::json;
+
+/// What [`export_plugin!`] expands to refers to; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::bindings::{steps_world, tools_world};
+    pub use crate::registry::{Exporter, Registry};
+    pub use wit_bindgen;
+}
+
+/// Exports the registered steps and tools as the component's `weft:plugin/steps` and
+/// `weft:plugin/tools`.
+///
+/// Takes `steps: [...]`, `tools: [...]` or both (in that order), each a list of [`Step`]s
+/// (made by [`step`]) or [`Tool`]s (made by [`tool`]). Only the interfaces named are exported.
+/// The lists are built once per instance, the first time the host asks for them. Call it once
+/// per crate, at the top level.
+///
+/// ```ignore
+/// export_plugin! {
+///     steps: [step("shout", shout).describe("Upper-cases {text}.")],
+///     tools: [tool("count-words", count_words)],
+/// }
+/// ```
+#[macro_export]
+macro_rules! export_plugin {
+    (steps: [$($step:expr),* $(,)?] $(,)?) => {
+        const _: () = {
+            $crate::export_plugin!(@registry [$($step),*] []);
+            $crate::__private::steps_world::export!(
+                __WeftExport with_types_in $crate::__private::steps_world
+            );
+        };
+    };
+    (tools: [$($tool:expr),* $(,)?] $(,)?) => {
+        const _: () = {
+            $crate::export_plugin!(@registry [] [$($tool),*]);
+            $crate::__private::tools_world::export!(
+                __WeftExport with_types_in $crate::__private::tools_world
+            );
+        };
+    };
+    (steps: [$($step:expr),* $(,)?], tools: [$($tool:expr),* $(,)?] $(,)?) => {
+        const _: () = {
+            $crate::export_plugin!(@registry [$($step),*] [$($tool),*]);
+            $crate::__private::steps_world::export!(
+                __WeftExport with_types_in $crate::__private::steps_world
+            );
+            $crate::__private::tools_world::export!(
+                __WeftExport with_types_in $crate::__private::tools_world
+            );
+        };
+    };
+    (@registry [$($step:expr),*] [$($tool:expr),*]) => {
+        struct __WeftRegistry;
+
+        impl $crate::__private::Registry for __WeftRegistry {
+            fn steps() -> &'static [$crate::Step] {
+                static STEPS: ::std::sync::OnceLock<::std::vec::Vec<$crate::Step>> =
+                    ::std::sync::OnceLock::new();
+                STEPS.get_or_init(|| ::std::vec![$($step),*])
+            }
+
+            fn tools() -> &'static [$crate::Tool] {
+                static TOOLS: ::std::sync::OnceLock<::std::vec::Vec<$crate::Tool>> =
+                    ::std::sync::OnceLock::new();
+                TOOLS.get_or_init(|| ::std::vec![$($tool),*])
+            }
+        }
+
+        type __WeftExport = $crate::__private::Exporter<__WeftRegistry>;
+    };
+}
