@@ -1,5 +1,6 @@
-//! `weft new step|tool NAME`: its refusals write nothing, and the projects it writes build for
-//! wasm32-wasip2 with their own `build.sh` and run with `weft run` (docs/PLUGINS.md).
+//! `weft new step|tool NAME`: its refusals write nothing, and the projects it writes (Rust ones
+//! with the SDK `weft-plugin` vendored) build for wasm32-wasip2 with their own `build.sh` and
+//! run with `weft run` (docs/PLUGINS.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -245,14 +246,15 @@ fn new_writes_a_javascript_project() {
     );
 }
 
-/// The target directory the generated projects share, so that wit-bindgen is compiled once.
+/// The target directory the generated projects share, so that the SDK's dependencies
+/// (wit-bindgen, serde) are compiled once.
 fn shared_target() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("new-project-target")
 }
 
 /// Writes a project with `weft new KIND NAME`, builds it with its `build.sh` for wasm32-wasip2,
-/// puts the component where its workflow looks for it, and runs the workflow with `input`;
-/// returns the run record.
+/// runs its unit tests (`cargo test`, natively), puts the component where its workflow looks for
+/// it, and runs the workflow with `input`; returns the run record.
 fn new_build_run(kind: &str, name: &str, input: &Value) -> Value {
     let tmp = tempfile::tempdir().expect("temp dir");
     let out = weft_in(
@@ -261,16 +263,43 @@ fn new_build_run(kind: &str, name: &str, input: &Value) -> Value {
     );
     assert_eq!(out.code, 0, "{out:?}");
     let project = tmp.path().join(name);
-    for file in [
-        "Cargo.toml",
-        "build.sh",
-        "src/lib.rs",
-        "wit/plugin.wit",
-        "workflow.yaml",
-        "README.md",
+    // The SDK is vendored: the project needs nothing from weft's repository.
+    assert_eq!(
+        files_below(&project),
+        [
+            ".gitignore",
+            "Cargo.toml",
+            "README.md",
+            "build.sh",
+            "src/lib.rs",
+            "weft-plugin/Cargo.toml",
+            "weft-plugin/src/bindings.rs",
+            "weft-plugin/src/context.rs",
+            "weft-plugin/src/failure.rs",
+            "weft-plugin/src/lib.rs",
+            "weft-plugin/src/outcome.rs",
+            "weft-plugin/src/registry.rs",
+            "weft-plugin/wit/plugin.wit",
+            "workflow.yaml",
+        ],
+        "{kind} {name}"
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (file, original) in [
+        ("weft-plugin/wit/plugin.wit", "wit/plugin.wit"),
+        ("weft-plugin/src/registry.rs", "sdk/rust/src/registry.rs"),
     ] {
-        assert!(project.join(file).is_file(), "{file} missing");
+        assert_eq!(
+            std::fs::read_to_string(project.join(file)).expect("read"),
+            std::fs::read_to_string(root.join(original)).expect("the repository's copy"),
+            "{file}"
+        );
     }
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).expect("read");
+    assert!(
+        manifest.contains("weft-plugin = { path = \"weft-plugin\" }"),
+        "{manifest}"
+    );
 
     let target = shared_target();
     let mut build = Command::new("sh");
@@ -287,6 +316,23 @@ fn new_build_run(kind: &str, name: &str, input: &Value) -> Value {
         built.status.success(),
         "building the generated {kind} failed:\n{}",
         String::from_utf8_lossy(&built.stderr)
+    );
+    // Its unit tests run natively, the SDK's host services doing nothing there.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut test = Command::new(cargo);
+    test.args(["test", "--quiet"])
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", &target)
+        .stdin(Stdio::null());
+    for var in REMOVED_VARS {
+        test.env_remove(var);
+    }
+    let tested = test.output().expect("run cargo test");
+    assert!(
+        tested.status.success(),
+        "the generated {kind}'s unit tests failed:\n{}\n{}",
+        String::from_utf8_lossy(&tested.stdout),
+        String::from_utf8_lossy(&tested.stderr)
     );
     // The workflow names the component where a plain `./build.sh` puts it.
     let file = format!("{}.wasm", name.replace('-', "_"));

@@ -63,7 +63,7 @@ impl PluginKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Lang {
-    /// Rust, with wit-bindgen.
+    /// Rust, with weft's Rust SDK (crate `weft-plugin`, vendored into the project).
     Rust,
     /// Python, built with componentize-py.
     Python,
@@ -85,11 +85,9 @@ impl Lang {
 /// The plugin contract, vendored into every project.
 const PLUGIN_WIT: &str = include_str!("../../../wit/plugin.wit");
 
-/// The wit-bindgen version requirement of the generated project: the one `guests/` builds with.
-const WIT_BINDGEN_VERSION: &str = "0.63";
-
-/// The serde_json version requirement of the generated project: the one `guests/` builds with.
-const SERDE_JSON_VERSION: &str = "1";
+/// The serde version requirement of a Rust project (with `derive`): the one the SDK and
+/// `guests/plugins/sdk-demo` build with.
+const SERDE_VERSION: &str = "1";
 
 /// Templates of a Rust project; `{{...}}` placeholders are filled by [`render`].
 mod rust {
@@ -111,6 +109,43 @@ mod rust {
     pub const TOOL_WORKFLOW: &str = include_str!("templates/rust/tool_workflow.yaml.tmpl");
     /// `README.md` of a tool plugin.
     pub const TOOL_README: &str = include_str!("templates/rust/tool_README.md.tmpl");
+
+    /// The Rust SDK (crate `weft-plugin`, `sdk/rust`), vendored into the project as
+    /// `weft-plugin/`: each file's path there and its text, copied as they are.
+    pub const SDK: &[(&str, &str)] = &[
+        (
+            "weft-plugin/Cargo.toml",
+            include_str!("../../../sdk/rust/Cargo.toml"),
+        ),
+        (
+            "weft-plugin/src/lib.rs",
+            include_str!("../../../sdk/rust/src/lib.rs"),
+        ),
+        (
+            "weft-plugin/src/bindings.rs",
+            include_str!("../../../sdk/rust/src/bindings.rs"),
+        ),
+        (
+            "weft-plugin/src/context.rs",
+            include_str!("../../../sdk/rust/src/context.rs"),
+        ),
+        (
+            "weft-plugin/src/failure.rs",
+            include_str!("../../../sdk/rust/src/failure.rs"),
+        ),
+        (
+            "weft-plugin/src/outcome.rs",
+            include_str!("../../../sdk/rust/src/outcome.rs"),
+        ),
+        (
+            "weft-plugin/src/registry.rs",
+            include_str!("../../../sdk/rust/src/registry.rs"),
+        ),
+        (
+            "weft-plugin/wit/plugin.wit",
+            include_str!("../../../sdk/rust/wit/plugin.wit"),
+        ),
+    ];
 }
 
 /// The componentize-py version a Python project builds with (its `build.sh` and README say so).
@@ -200,7 +235,9 @@ const RESERVED_NAMES: &[&str] = &[
     "alloc",
     "proc-macro",
     "wit-bindgen",
+    "serde",
     "serde-json",
+    "weft-plugin",
     // Rust keywords (cargo refuses them as package names).
     "as",
     "async",
@@ -403,19 +440,21 @@ fn project_files(kind: PluginKind, name: &str) -> Vec<ProjectFile> {
         text: render(template, kind, name),
         executable,
     };
-    vec![
+    let mut files = vec![
         file("Cargo.toml", rust::CARGO_TOML, false),
         file("build.sh", rust::BUILD_SH, true),
         file(".gitignore", rust::GITIGNORE, false),
         file("src/lib.rs", lib, false),
         file("workflow.yaml", workflow, false),
         file("README.md", readme, false),
-        ProjectFile {
-            path: "wit/plugin.wit",
-            text: PLUGIN_WIT.to_string(),
-            executable: false,
-        },
-    ]
+    ];
+    // The SDK as it is, not rendered: its text is Rust, not a template.
+    files.extend(rust::SDK.iter().map(|&(path, text)| ProjectFile {
+        path,
+        text: text.to_string(),
+        executable: false,
+    }));
+    files
 }
 
 /// The files of a Python project of this kind, filled in for `name`.
@@ -486,8 +525,7 @@ fn render(template: &str, kind: PluginKind, name: &str) -> String {
         .replace("{{crate}}", &crate_file_stem(name))
         .replace("{{kind}}", kind.word())
         .replace("{{world}}", kind.world())
-        .replace("{{wit_bindgen}}", WIT_BINDGEN_VERSION)
-        .replace("{{serde_json}}", SERDE_JSON_VERSION)
+        .replace("{{serde}}", SERDE_VERSION)
         .replace("{{componentize_py}}", COMPONENTIZE_PY_VERSION)
         .replace("{{jco}}", JCO_VERSION)
         .replace("{{componentize_js}}", COMPONENTIZE_JS_VERSION)
@@ -668,12 +706,48 @@ mod tests {
         }
     }
 
-    /// The generated project pins the versions the repository's own guests build with.
+    /// The generated project uses the serde the SDK's demo builds with, and the release profile
+    /// of the repository's own guests.
     #[test]
     fn versions_match_the_guests() {
+        let demo = include_str!("../../../guests/plugins/sdk-demo/Cargo.toml");
+        assert!(demo.contains(&format!(
+            "serde = {{ version = \"{SERDE_VERSION}\", features = [\"derive\"] }}"
+        )));
         let guests = include_str!("../../../guests/plugins/Cargo.toml");
-        assert!(guests.contains(&format!("wit-bindgen = \"{WIT_BINDGEN_VERSION}\"")));
-        assert!(guests.contains(&format!("serde_json = \"{SERDE_JSON_VERSION}\"")));
         assert!(guests.contains("opt-level = \"s\""));
+    }
+
+    /// A Rust project vendors the SDK as it is, the contract included, and depends on it by
+    /// path under its own name.
+    #[test]
+    fn rust_projects_vendor_the_sdk() {
+        for kind in [PluginKind::Step, PluginKind::Tool] {
+            let files = project_files(kind, "my-plugin");
+            let text = |path: &str| {
+                files
+                    .iter()
+                    .find(|f| f.path == path)
+                    .map(|f| f.text.as_str())
+                    .unwrap_or_default()
+            };
+            assert_eq!(text("weft-plugin/wit/plugin.wit"), PLUGIN_WIT);
+            assert!(text("weft-plugin/Cargo.toml").contains("name = \"weft-plugin\""));
+            assert!(text("weft-plugin/src/lib.rs").contains("macro_rules! export_plugin"));
+            for module in ["bindings", "context", "failure", "outcome", "registry"] {
+                assert!(
+                    text(&format!("weft-plugin/src/{module}.rs")).len() > 100,
+                    "{module}"
+                );
+            }
+            assert!(
+                text("Cargo.toml").contains("weft-plugin = { path = \"weft-plugin\" }"),
+                "{kind:?}"
+            );
+            let lib = text("src/lib.rs");
+            assert!(lib.contains("export_plugin!"), "{kind:?}");
+            assert!(!lib.contains("wit_bindgen"), "{kind:?}");
+            assert!(!files.iter().any(|f| f.path == "wit/plugin.wit"));
+        }
     }
 }
