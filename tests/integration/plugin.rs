@@ -77,7 +77,10 @@ async fn a_component_exporting_only_tools_is_accepted_and_lists_them() {
     assert!(exports.tools && !exports.steps, "{exports:?}");
     assert!(plugin.steps().is_empty());
     let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["add", "delete-everything", "read-file", "check-text"]);
+    assert_eq!(
+        names,
+        ["add", "delete-everything", "read-file", "check-text"]
+    );
     let add = plugin.tool("add").expect("add");
     assert_eq!(add.input_schema["required"], json!(["a", "b"]));
     assert_eq!(
