@@ -373,3 +373,31 @@ fn a_new_tool_project_builds_and_runs() {
     assert_eq!(record["status"], "success", "{record}");
     assert_eq!(record["result"], json!({"sum": 5}));
 }
+
+/// The example plugins in Python and JavaScript (`examples/python`, `examples/js`) were written
+/// by `weft new`; their copies of the SDK and the contract stay those of this repository.
+#[test]
+fn the_example_plugins_carry_this_repositorys_sdk_and_contract() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |p: &str| {
+        std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("read {p}: {e}"))
+    };
+    for (copy, source) in [
+        ("examples/python/weft_sdk.py", "sdk/python/weft_sdk.py"),
+        ("examples/python/wit/plugin.wit", "wit/plugin.wit"),
+        ("examples/js/weft_sdk.d.ts", "sdk/js/weft_sdk.d.ts"),
+        ("examples/js/wit/plugin.wit", "wit/plugin.wit"),
+    ] {
+        assert!(read(copy) == read(source), "{copy} differs from {source}: copy it again");
+    }
+    // The JavaScript SDK as `weft new tool` renders it (a tool's world has no `run` import).
+    let sdk = read("sdk/js/weft_sdk.js");
+    let (before, after) = sdk
+        .split_once("{{js_run_import}}")
+        .expect("the SDK has the run-import placeholder");
+    let copy = read("examples/js/weft_sdk.js");
+    assert!(
+        copy.starts_with(before) && copy.ends_with(after),
+        "examples/js/weft_sdk.js differs from sdk/js/weft_sdk.js: copy it again"
+    );
+}
