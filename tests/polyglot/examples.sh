@@ -17,49 +17,20 @@
 # would not save that: componentize-py and jco do not build byte-identical components.
 set -eu
 
-WEFT=${WEFT:-target/debug/weft}
-fail() {
-    # printf, not echo: dash's echo would turn the events' "\n" into line breaks.
-    printf 'tests/polyglot/examples.sh: FAIL: %s\n' "$*" >&2
-    exit 1
-}
-[ -x "$WEFT" ] || fail "$WEFT not found: run \`cargo build\` first, from the repository root"
+SCRIPT=tests/polyglot/examples.sh
+. "$(dirname "$0")/lib.sh"
 [ -f examples/polyglot.yaml ] || fail "run from the repository root"
 [ -f examples/plugins/text.wasm ] || fail "no examples/plugins/text.wasm: run \`cargo build\` first"
-WEFT=$(cd "$(dirname "$WEFT")" && pwd)/$(basename "$WEFT")
 command -v componentize-py >/dev/null 2>&1 \
     || fail "componentize-py is not installed: pip install componentize-py==0.25.1"
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 \
     || fail "node and npm are not installed (Node.js 20 or later)"
 
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-HOME_DIR="$TMP/home"
+prepare
 # npm takes what its cache (~/.npm) holds without asking the registry again.
 npm_config_prefer_offline=true
 export npm_config_prefer_offline
 
-# expect WHAT GOT WANT: exact comparison.
-expect() {
-    [ "$2" = "$3" ] || fail "$1: got [$2], want [$3]"
-}
-# field RECORD PATH...: a value of the run record, compact JSON with sorted keys (python3 reads
-# it; non-ASCII as it is).
-field() {
-    rec=$1
-    shift
-    printf '%s' "$rec" | python3 -c '
-import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1:]:
-    v = v.get(k) if isinstance(v, dict) else None
-print(v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
-' "$@" 2>/dev/null || echo "(not a run record: $(head -c 500 "$TMP/stderr"))"
-}
-# has_event TEXT: the last run wrote TEXT among its events (stderr).
-has_event() {
-    grep -qF "$1" "$TMP/stderr" || fail "no event [$1] in: $(cat "$TMP/stderr")"
-}
 
 echo "== sh examples/python/build.sh"
 rm -f examples/python/wordstats.wasm

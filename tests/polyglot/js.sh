@@ -9,58 +9,23 @@
 # later) and npm, and the npm registry unless npm's cache holds the packages. Outside
 # `cargo test`. WEFT=path picks another weft binary.
 #
-# Slow with the debug binary: weft compiles each ~12 MB component on first load (one and a half
-# to two minutes unoptimized, 8 s with a release build): about 5 minutes in all.
+# With the debug binary (whose Cranelift is built optimized) about a minute and a half, most of
+# it builds and weft compiling each ~12 MB component on first load.
 set -eu
 
-WEFT=${WEFT:-target/debug/weft}
-fail() {
-    echo "tests/polyglot/js.sh: FAIL: $*" >&2
-    exit 1
-}
-[ -x "$WEFT" ] || fail "$WEFT not found: run \`cargo build\` first, from the repository root"
-WEFT=$(cd "$(dirname "$WEFT")" && pwd)/$(basename "$WEFT")
+SCRIPT=tests/polyglot/js.sh
+. "$(dirname "$0")/lib.sh"
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 \
     || fail "node and npm are not installed (Node.js 20 or later)"
-
-TMP=$(mktemp -d)
+prepare
 SERVER=
 cleanup() {
     [ -z "$SERVER" ] || kill "$SERVER" 2>/dev/null || true
-    rm -rf "$TMP"
 }
-trap cleanup EXIT
-HOME_DIR="$TMP/home"
 # npm takes what its cache (~/.npm) holds without asking the registry again: CI keeps that
 # cache between runs (never node_modules/).
 npm_config_prefer_offline=true
 export npm_config_prefer_offline
-
-# run WORKFLOW INPUT: the run record (--json) on stdout; the events go to $TMP/stderr.
-run() {
-    "$WEFT" --home "$HOME_DIR" run "$1" --input "$2" --json 2>"$TMP/stderr" || true
-}
-# expect WHAT GOT WANT: exact comparison.
-expect() {
-    [ "$2" = "$3" ] || fail "$1: got [$2], want [$3]"
-}
-# field RECORD PATH...: a value of the run record, compact JSON with sorted keys (node reads it).
-field() {
-    rec=$1
-    shift
-    printf '%s' "$rec" | node -e '
-const sorted = (v) => Array.isArray(v) ? v.map(sorted)
-  : v && typeof v === "object" ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted(v[k])]))
-  : v;
-let v = JSON.parse(require("fs").readFileSync(0, "utf8"));
-for (const k of process.argv.slice(1)) v = v && typeof v === "object" ? v[k] : undefined;
-console.log(typeof v === "string" ? v : JSON.stringify(sorted(v ?? null)));
-' "$@" 2>/dev/null || echo "(not a run record: $(head -c 500 "$TMP/stderr"))"
-}
-# events: what the last run wrote to stderr (its events, one a line).
-has_event() {
-    grep -qF "$1" "$TMP/stderr" || fail "no event [$1] in: $(cat "$TMP/stderr")"
-}
 
 echo "== weft new step greet --lang js"
 "$WEFT" new step greet --lang js --dir "$TMP" >/dev/null || fail "weft new step"
@@ -194,23 +159,8 @@ record=$(run "$(checks stop)" '{"n": 1}')
 expect "bail status" "$(field "$record" status)" "success"
 expect "bail result" "$(field "$record" result)" '{"early":{"n":1}}'
 
-echo "== weft new tool adder --lang js"
-"$WEFT" new tool adder --lang js --dir "$TMP" >/dev/null || fail "weft new tool"
-echo "== build the tool"
-sh "$TMP/adder/build.sh" >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log" >&2; fail "build.sh of the tool"; }
-[ -f "$TMP/adder/adder.wasm" ] || fail "the tool's build.sh made no adder.wasm"
-echo "== run the tool (the first load compiles the component)"
-record=$(run "$TMP/adder/workflow.yaml" '{"a": 2, "b": 3}')
-expect "tool status" "$(field "$record" status)" "success"
-expect "tool result" "$(field "$record" result)" '{"sum":5}'
+adder_tool js
 has_event '"message":"2 + 3 = 5 (call '
-
-echo "== build.sh without node says how to install it"
-mkdir "$TMP/bin"
-ln -s "$(command -v dirname)" "$TMP/bin/dirname"
-if PATH="$TMP/bin" /bin/sh "$TMP/adder/build.sh" >"$TMP/out" 2>&1; then
-    fail "build.sh succeeded without node"
-fi
-grep -qF "install Node.js 20 or later" "$TMP/out" || fail "build.sh said: $(cat "$TMP/out")"
+build_refused_without node "install Node.js 20 or later"
 
 echo "tests/polyglot/js.sh: ok"

@@ -4,45 +4,16 @@
 # code `exception`. Run from the repository root after `cargo build`; needs componentize-py.
 # Outside `cargo test`, which needs only the Rust toolchain. WEFT=path picks another weft binary.
 #
-# Slow with the debug binary: weft compiles each ~20 MB component on first load (minutes
-# unoptimized; the home keeps the compiled code for the later runs).
+# With the debug binary (whose Cranelift is built optimized) about a minute and a half: each
+# ~20 MB component is compiled on first load (about 10 s); POLYGLOT_HOME=dir keeps the home,
+# and the compiled code, between runs.
 set -eu
 
-WEFT=${WEFT:-target/debug/weft}
-fail() {
-    echo "tests/polyglot/python.sh: FAIL: $*" >&2
-    exit 1
-}
-[ -x "$WEFT" ] || fail "$WEFT not found: run \`cargo build\` first, from the repository root"
-WEFT=$(cd "$(dirname "$WEFT")" && pwd)/$(basename "$WEFT")
+SCRIPT=tests/polyglot/python.sh
+. "$(dirname "$0")/lib.sh"
 command -v componentize-py >/dev/null 2>&1 \
     || fail "componentize-py is not installed: pip install componentize-py==0.25.1"
-
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-# POLYGLOT_HOME=dir keeps weft's home (and its compiled components) between runs.
-HOME_DIR=${POLYGLOT_HOME:-"$TMP/home"}
-
-# run WORKFLOW INPUT: the run record (--json) on stdout.
-run() {
-    "$WEFT" --home "$HOME_DIR" run "$1" --input "$2" --json 2>"$TMP/stderr" || true
-}
-# expect WHAT GOT WANT: exact comparison.
-expect() {
-    [ "$2" = "$3" ] || fail "$1: got [$2], want [$3]"
-}
-# field RECORD PATH...: a value of the run record, compact JSON (python3 reads it).
-field() {
-    rec=$1
-    shift
-    printf '%s' "$rec" | python3 -c '
-import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1:]:
-    v = v.get(k) if isinstance(v, dict) else None
-print(v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":")))
-' "$@" 2>/dev/null || echo "(not a run record: $(head -c 500 "$TMP/stderr"))"
-}
+prepare
 
 echo "== weft new step greet --lang python"
 "$WEFT" new step greet --lang python --dir "$TMP" >/dev/null || fail "weft new step"
@@ -124,22 +95,7 @@ record=$(run "$TMP/greet/kit.yaml" '{"do": "trip"}')
 expect "tripwire status" "$(field "$record" status)" "tripwire"
 expect "tripwire" "$(field "$record" tripwire)" '{"metadata":{"why":"test"},"processor_id":"kit","reason":"no way","retry":false}'
 
-echo "== weft new tool adder --lang python"
-"$WEFT" new tool adder --lang python --dir "$TMP" >/dev/null || fail "weft new tool"
-echo "== build the tool"
-sh "$TMP/adder/build.sh" >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log" >&2; fail "build.sh of the tool"; }
-[ -f "$TMP/adder/adder.wasm" ] || fail "the tool's build.sh made no adder.wasm"
-echo "== run the tool (the first load compiles the component)"
-record=$(run "$TMP/adder/workflow.yaml" '{"a": 2, "b": 3}')
-expect "tool status" "$(field "$record" status)" "success"
-expect "tool result" "$(field "$record" result)" '{"sum":5}'
-
-echo "== build.sh without componentize-py says how to install it"
-mkdir "$TMP/bin"
-ln -s "$(command -v dirname)" "$TMP/bin/dirname"
-if PATH="$TMP/bin" /bin/sh "$TMP/adder/build.sh" >"$TMP/out" 2>&1; then
-    fail "build.sh succeeded without componentize-py"
-fi
-grep -qF "pip install componentize-py==0.25.1" "$TMP/out" || fail "build.sh said: $(cat "$TMP/out")"
+adder_tool python
+build_refused_without componentize-py "pip install componentize-py==0.25.1"
 
 echo "tests/polyglot/python.sh: ok"
