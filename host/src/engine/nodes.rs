@@ -149,6 +149,10 @@ pub struct AgentNode {
     pub steps: Vec<Value>,
     /// A repair of the structured output was asked for (S126).
     pub repaired: bool,
+    /// The paths of the tool calls made so far: a provider that gives the same call id again
+    /// (some local servers number calls per reply) gets a path of its own each time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_paths: Vec<String>,
     /// What runs now.
     pub now: AgentNow,
 }

@@ -128,6 +128,7 @@ fn start(node: &mut Node, entry: &EntryDef, def: &AgentDef, frame: &Frame, cx: &
         usage: AgentUsage::default(),
         steps: Vec::new(),
         repaired: false,
+        tool_paths: Vec::new(),
         now: AgentNow::Nothing,
     };
     if cx.cancelling {
@@ -226,8 +227,9 @@ fn model_path(entry: &EntryDef, turn: u32) -> String {
 }
 
 /// The path of the tool call with the provider's id `id`: characters other than ASCII
-/// letters, digits, `-` and `_` become `_`, so the path stays one segment.
-fn tool_path(entry: &EntryDef, id: &str, taken: &[ToolRun]) -> String {
+/// letters, digits, `-` and `_` become `_`, so the path stays one segment, and `-2`, `-3`...
+/// follow an id the agent has seen before (`taken`: the paths used so far).
+fn tool_path(entry: &EntryDef, id: &str, taken: &[String]) -> String {
     let safe: String = id
         .chars()
         .map(|c| {
@@ -241,7 +243,7 @@ fn tool_path(entry: &EntryDef, id: &str, taken: &[ToolRun]) -> String {
     let base = format!("{}.tool-{safe}", entry.path);
     let mut path = base.clone();
     let mut n = 1;
-    while taken.iter().any(|r| r.path == path) {
+    while taken.contains(&path) {
         n += 1;
         path = format!("{base}-{n}");
     }
@@ -346,7 +348,8 @@ fn took_reply(
     }
     let mut runs: Vec<ToolRun> = Vec::with_capacity(calls.len());
     for (call_id, name, arguments) in calls {
-        let path = tool_path(entry, &call_id, &runs);
+        let path = tool_path(entry, &call_id, &agent.tool_paths);
+        agent.tool_paths.push(path.clone());
         runs.push(ToolRun {
             id: call_id,
             name,
@@ -974,6 +977,33 @@ mod tests {
         assert_eq!(sim.record("a.model-1").status, StepStatus::Cancelled);
         assert_eq!(sim.record("a").status, StepStatus::Cancelled);
         assert!(sim.calls_to("a.model-2").is_empty());
+    }
+
+    #[test]
+    fn s123_s125_a_call_id_given_again_gets_a_path_of_its_own() {
+        let sim = Sim::new(
+            file("w", vec![agent("a", &[("add", false)], 5)]),
+            json!("go"),
+        )
+        .on(
+            "a.model-1",
+            [says("", &[("call_0", "add", json!({"n": 1}))], (1, 1))],
+        )
+        .on(
+            "a.model-2",
+            [says("", &[("call_0", "add", json!({"n": 2}))], (1, 1))],
+        )
+        .on("a.model-3", [says("done", &[], (1, 1))])
+        .started();
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.calls_to("a.tool-call_0")[0].input, json!({"n": 1}));
+        assert_eq!(sim.calls_to("a.tool-call_0-2")[0].input, json!({"n": 2}));
+        let messages = &sim.calls_to("a.model-3")[0].input["messages"];
+        assert_eq!(
+            messages[2]["tool_call_id"], "call_0",
+            "the provider's id, as it gave it"
+        );
+        assert_eq!(messages[4]["tool_call_id"], "call_0");
     }
 
     #[test]
