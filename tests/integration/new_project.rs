@@ -379,16 +379,18 @@ fn a_new_tool_project_builds_and_runs() {
 #[test]
 fn the_example_plugins_carry_this_repositorys_sdk_and_contract() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let read = |p: &str| {
-        std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("read {p}: {e}"))
-    };
+    let read =
+        |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("read {p}: {e}"));
     for (copy, source) in [
         ("examples/python/weft_sdk.py", "sdk/python/weft_sdk.py"),
         ("examples/python/wit/plugin.wit", "wit/plugin.wit"),
         ("examples/js/weft_sdk.d.ts", "sdk/js/weft_sdk.d.ts"),
         ("examples/js/wit/plugin.wit", "wit/plugin.wit"),
     ] {
-        assert!(read(copy) == read(source), "{copy} differs from {source}: copy it again");
+        assert!(
+            read(copy) == read(source),
+            "{copy} differs from {source}: copy it again"
+        );
     }
     // The JavaScript SDK as `weft new tool` renders it (a tool's world has no `run` import).
     let sdk = read("sdk/js/weft_sdk.js");
