@@ -25,12 +25,19 @@ use super::{Inner, Runtime, RuntimeError};
 pub(super) struct WorkflowTool {
     runtime: Weak<Inner>,
     graph: Arc<Graph>,
+    /// The graph as each child run stores it, encoded once for every call.
+    definition: Result<Vec<u8>, String>,
 }
 
 impl WorkflowTool {
     /// Child runs of `graph` on `runtime`.
     pub(super) fn new(runtime: Weak<Inner>, graph: Arc<Graph>) -> Self {
-        WorkflowTool { runtime, graph }
+        let definition = serde_json::to_vec(&*graph).map_err(|e| e.to_string());
+        WorkflowTool {
+            runtime,
+            graph,
+            definition,
+        }
     }
 
     /// Starts the child (unless an earlier attempt did) and waits for its first yield.
@@ -43,13 +50,13 @@ impl WorkflowTool {
         };
         let runtime = Runtime { inner };
         let child = child_run_id(&request.call);
-        let definition = serde_json::to_vec(&*self.graph).map_err(|e| {
+        let definition = self.definition.as_deref().map_err(|e| {
             StepFailure::new("internal", format!("the workflow does not encode: {e}"))
         })?;
         match runtime
             .start_graph(
                 self.graph.clone(),
-                &definition,
+                definition,
                 None,
                 request.call.input.clone(),
                 child.clone(),

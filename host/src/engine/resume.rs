@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::context::Frame;
 use super::events::{Refusal, ResumeRequest};
 use super::machines::agent::{approval_schema, approvals};
 use super::model::{EntryId, EntryKind, Graph};
@@ -20,6 +21,17 @@ pub(crate) struct Selection {
     pub(crate) indexes: Vec<u32>,
     /// The resume data, defaults filled.
     pub(crate) data: Value,
+}
+
+impl Selection {
+    /// Whether the execution at `path`, in the foreach item of `frame` if any, is selected.
+    pub(crate) fn selects(&self, path: &str, frame: &Frame) -> bool {
+        self.path == path
+            && (self.indexes.is_empty()
+                || frame
+                    .foreach_index
+                    .is_some_and(|i| self.indexes.contains(&i)))
+    }
 }
 
 /// Checks a resume against the run and picks the one path it resumes, or refuses (S67–S69).

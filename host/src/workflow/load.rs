@@ -1098,15 +1098,11 @@ impl<'a> Builder<'a> {
         if let Some(r) = &e.retry {
             check_retry(fcx.path, r)?;
         }
-        // A model step's default is its model's `retry:` over the file's (S122).
-        let model_retry = e
-            .model
-            .as_ref()
-            .and_then(|m| fcx.parsed.raw.models.get(&m.value))
-            .and_then(|m| m.value.retry.as_ref())
-            .map(|r| overlay_retry(&fcx.retry, &r.value));
-        let base = model_retry.as_ref().unwrap_or(&fcx.retry);
-        let retry = merge_retry(base, e.retry.as_ref().map(|r| &r.value));
+        let own = e.retry.as_ref().map(|r| &r.value);
+        let retry = match &e.model {
+            Some(model) => retry_under_model(&model.value, own, fcx),
+            None => merge_retry(&fcx.retry, own),
+        };
         let schemas = StepSchemas {
             input: compile_schema(fcx.path, info.input_schema.clone(), "input-schema")?,
             output: compile_schema(fcx.path, info.output_schema.clone(), "output-schema")?,
@@ -1192,6 +1188,19 @@ fn filled_config(
 fn check_retry(path: &Path, r: &Spanned<RawRetry>) -> Result<(), WorkflowError> {
     checks::retry(&r.value)
         .map_err(|(message, fix)| WorkflowError::at(path, line(&r.referenced), message, fix))
+}
+
+/// The retry policy of a call of model `model` (a model step, an agent's model calls): the
+/// model's `retry:` over the file's, `own` over both (S122).
+fn retry_under_model(model: &str, own: Option<&RawRetry>, fcx: &FileCx) -> RetryPolicy {
+    let model_retry = fcx
+        .parsed
+        .raw
+        .models
+        .get(model)
+        .and_then(|m| m.value.retry.as_ref())
+        .map(|r| overlay_retry(&fcx.retry, &r.value));
+    merge_retry(model_retry.as_ref().unwrap_or(&fcx.retry), own)
 }
 
 /// `own`'s fields where it has them, else `default`'s.

@@ -8,7 +8,6 @@
 
 use serde_json::{Value, json};
 
-use crate::engine::commands::EventKind;
 use crate::engine::context::{Cx, Frame};
 use crate::engine::drive::{end_node, mark_cancelled, mark_suspended, start_block};
 use crate::engine::machines::step::drive_step;
@@ -16,7 +15,7 @@ use crate::engine::model::{AgentDef, EntryDef, EntryId, EntryKind, MODEL_PLUGIN,
 use crate::engine::nodes::{
     AgentNode, AgentNow, AgentUsage, End, Node, NodeKind, Phase, ToolRun, ToolState,
 };
-use crate::engine::records::{StepStatus, SuspendedEntry};
+use crate::engine::records::SuspendedEntry;
 use crate::engine::schema;
 
 /// The data a resume of an approval gives (S124): `approved`, and optionally `reason` (told
@@ -69,10 +68,10 @@ pub(crate) fn drive_agent(
             }
             AgentNow::Tools(runs) => {
                 for run in runs.iter_mut() {
-                    drive_tool(run, id, entry, def, &sub, frame, cx);
+                    drive_tool(run, id, entry, def, &sub, cx);
                 }
                 cx.results.remove(&sub.scopes[0]);
-                tools_settled(agent, id, entry, def, frame, cx)
+                tools_settled(agent, id, entry, def, &sub, cx)
             }
             AgentNow::Nothing => return,
         };
@@ -432,7 +431,6 @@ fn drive_tool(
     entry: &EntryDef,
     def: &AgentDef,
     sub: &Frame,
-    frame: &Frame,
     cx: &mut Cx,
 ) {
     let at = sub_entry(entry, &run.path);
@@ -449,26 +447,11 @@ fn drive_tool(
                     run.name,
                     names.join(", ")
                 );
-                let now = cx.ts();
-                cx.record_start(sub, &at, &run.arguments);
+                // Recorded like a step that failed at once; nothing is invoked.
                 let err = cx.error(sub, &run.path, "unknown-tool", message.clone());
-                cx.record(sub, &at, |rec, item| {
-                    rec.status = StepStatus::Failed;
-                    rec.ended_at = Some(now);
-                    rec.error = Some(err.clone());
-                    if let Some(item) = item {
-                        item.status = StepStatus::Failed;
-                        item.error = Some(err.clone());
-                    }
-                });
-                if !sub.in_item {
-                    cx.emit(
-                        sub,
-                        EventKind::StepFailed,
-                        &run.path,
-                        json!({ "error": err }),
-                    );
-                }
+                let mut call = Node::new(id, run.arguments.clone());
+                cx.record_start(sub, &at, &run.arguments);
+                end_node(&mut call, &at, sub, cx, End::Failed(err));
                 run.state = ToolState::Done(
                     json!({ "error": { "code": "unknown-tool", "message": message } }),
                 );
@@ -482,49 +465,28 @@ fn drive_tool(
         }
         ToolState::Approval => {
             if cx.cancelling {
-                let now = cx.ts();
-                mark_cancelled(sub, &at, cx, now);
-                run.state = ToolState::Done(json!({ "error": { "code": "cancelled" } }));
+                cancel_call(run, entry, sub, cx);
                 return;
             }
-            let selected = cx.resume.as_ref().is_some_and(|sel| {
-                sel.path == run.path
-                    && (sel.indexes.is_empty()
-                        || frame
-                            .foreach_index
-                            .is_some_and(|i| sel.indexes.contains(&i)))
-            });
             let Some(data) = cx
                 .resume
                 .as_ref()
-                .filter(|_| selected)
+                .filter(|sel| sel.selects(&run.path, sub))
                 .map(|s| s.data.clone())
             else {
                 return;
             };
             let now = cx.ts();
             if data["approved"] != json!(true) {
+                // Refused: the call ends with the refusal as its output, nothing invoked.
                 let reason = data["reason"].as_str().unwrap_or("refused by a person");
                 let told = json!({ "approved": false, "reason": reason });
-                cx.record(sub, &at, |rec, item| {
-                    rec.status = StepStatus::Success;
-                    rec.resumed_at = Some(now.clone());
-                    rec.resume_data = Some(data.clone());
-                    rec.ended_at = Some(now);
-                    rec.output = Some(told.clone());
-                    if let Some(item) = item {
-                        item.status = StepStatus::Success;
-                        item.output = Some(told.clone());
-                    }
+                let mut call = Node::new(id, run.arguments.clone());
+                end_node(&mut call, &at, sub, cx, End::Success(told.clone()));
+                cx.record(sub, &at, |rec, _| {
+                    rec.resumed_at = Some(now);
+                    rec.resume_data = Some(data);
                 });
-                if !sub.in_item {
-                    cx.emit(
-                        sub,
-                        EventKind::StepSucceeded,
-                        &run.path,
-                        json!({ "output": told }),
-                    );
-                }
                 run.state = ToolState::Done(told);
                 return;
             }
@@ -589,7 +551,7 @@ fn tools_settled(
     id: EntryId,
     entry: &EntryDef,
     def: &AgentDef,
-    frame: &Frame,
+    sub: &Frame,
     cx: &mut Cx,
 ) -> Next {
     let AgentNow::Tools(runs) = &mut agent.now else {
@@ -601,27 +563,16 @@ fn tools_settled(
     {
         return Next::Wait(Phase::Running);
     }
-    let sub = sub_frame(frame, entry);
+    // A cancel ended the calls waiting for approval as they were driven.
     if cx.cancelling {
-        for run in runs.iter_mut() {
-            if matches!(run.state, ToolState::Approval) {
-                let now = cx.ts();
-                mark_cancelled(&sub, &sub_entry(entry, &run.path), cx, now);
-                run.state = ToolState::Done(json!({ "error": { "code": "cancelled" } }));
-            }
-        }
         return Next::End(End::Cancelled);
     }
     if let Some(tripped) = runs.iter().find_map(|r| match &r.state {
         ToolState::Tripped(t) => Some(t.clone()),
         _ => None,
     }) {
-        for run in runs.iter_mut() {
-            if matches!(run.state, ToolState::Approval) {
-                let now = cx.ts();
-                mark_cancelled(&sub, &sub_entry(entry, &run.path), cx, now);
-            }
-        }
+        runs.iter_mut()
+            .for_each(|run| cancel_call(run, entry, sub, cx));
         return Next::End(End::Tripwire(tripped));
     }
     if runs
@@ -685,14 +636,19 @@ pub(crate) fn cancel_approvals(node: &mut Node, frame: &Frame, cx: &mut Cx) {
         return;
     };
     let sub = sub_frame(frame, entry);
-    for run in runs.iter_mut() {
-        if matches!(run.state, ToolState::Approval) {
-            let now = cx.ts();
-            mark_cancelled(&sub, &sub_entry(entry, &run.path), cx, now);
-            run.state = ToolState::Done(json!({ "error": { "code": "cancelled" } }));
-        }
-    }
+    runs.iter_mut()
+        .for_each(|run| cancel_call(run, entry, &sub, cx));
     agent.now = AgentNow::Nothing;
+}
+
+/// Ends a call that waits for an approval `cancelled` (S74); any other call is left as it is.
+fn cancel_call(run: &mut ToolRun, entry: &EntryDef, sub: &Frame, cx: &mut Cx) {
+    if !matches!(run.state, ToolState::Approval) {
+        return;
+    }
+    let now = cx.ts();
+    mark_cancelled(sub, &sub_entry(entry, &run.path), cx, now);
+    run.state = ToolState::Done(json!({ "error": { "code": "cancelled" } }));
 }
 
 #[cfg(test)]

@@ -126,13 +126,10 @@ pub(crate) fn drive_step(
                 end_node(node, entry, frame, cx, End::Cancelled);
                 return;
             }
-            let selected = cx.resume.as_ref().is_some_and(|sel| {
-                sel.path == entry.path
-                    && (sel.indexes.is_empty()
-                        || frame
-                            .foreach_index
-                            .is_some_and(|i| sel.indexes.contains(&i)))
-            });
+            let selected = cx
+                .resume
+                .as_ref()
+                .is_some_and(|sel| sel.selects(&entry.path, frame));
             if !selected {
                 return;
             }

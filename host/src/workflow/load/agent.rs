@@ -24,18 +24,7 @@ impl Builder<'_> {
         if let Some(r) = &a.retry {
             check_retry(fcx.path, r)?;
         }
-        // The model's `retry:` over the file's, the agent's over both (as for a model step).
-        let model_retry = fcx
-            .parsed
-            .raw
-            .models
-            .get(&a.model.value)
-            .and_then(|m| m.value.retry.as_ref())
-            .map(|r| overlay_retry(&fcx.retry, &r.value));
-        let retry = merge_retry(
-            model_retry.as_ref().unwrap_or(&fcx.retry),
-            a.retry.as_ref().map(|r| &r.value),
-        );
+        let retry = retry_under_model(&a.model.value, a.retry.as_ref().map(|r| &r.value), fcx);
         let config = filled_config(
             a.config.clone(),
             &model_info(&model),
