@@ -6,6 +6,8 @@ use serde_json::Value;
 use weft::driver::{RunRecord, Runtime, RuntimeConfig, StoredEvent};
 use weft::workflow::{LoadedWorkflow, load_workflow};
 
+use crate::backend;
+
 /// A runtime over a temporary home, removed when dropped.
 pub struct Env {
     pub rt: Runtime,
@@ -60,11 +62,50 @@ impl Env {
     }
 }
 
-/// Default settings, with the compiled-plugin cache shared by every test of this build.
+/// Default settings, with the compiled-plugin cache shared by every test of this build, on the
+/// tests' backend: a fresh PostgreSQL schema in postgres mode (`backend.rs`), else the sled store
+/// in the home.
 pub fn config() -> RuntimeConfig {
+    with_store(sled_config(), backend::store_url())
+}
+
+/// Default settings on the sled store, with the shared compiled-plugin cache.
+fn sled_config() -> RuntimeConfig {
     let mut config = RuntimeConfig::default();
     config.host.cache_dir = Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache"));
     config
+}
+
+fn with_store(config: RuntimeConfig, url: Option<String>) -> RuntimeConfig {
+    match url {
+        Some(url) => config.with_store(url),
+        None => config,
+    }
+}
+
+/// [`config`] for a home that is opened more than once (reopened after a crash, recovered):
+/// in postgres mode every call for one home names the same schema, so the home finds its runs
+/// again.
+pub fn config_for(home: &Path) -> RuntimeConfig {
+    with_store(sled_config(), backend::store_url_for(home))
+}
+
+/// The arguments that put a spawned `weft` on the tests' backend: `--store URL` (a fresh
+/// schema on every call) in postgres mode, none otherwise.
+pub fn store_args() -> Vec<String> {
+    match backend::store_url() {
+        Some(url) => vec!["--store".into(), url],
+        None => Vec::new(),
+    }
+}
+
+/// [`store_args`] for the `weft` commands on `home`: the same schema for every call with one
+/// home, so `weft run` and a later `weft show` of that home see one store.
+pub fn store_args_for(home: &Path) -> Vec<String> {
+    match backend::store_url_for(home) {
+        Some(url) => vec!["--store".into(), url],
+        None => Vec::new(),
+    }
 }
 
 /// Replaces `{plugin}` placeholders with the built plugins' absolute paths.

@@ -3,6 +3,7 @@
 //! `docs/SEMANTICS.md` they check (`s45_…`); `contract.rs` keeps that true.
 
 mod agents;
+mod backend;
 mod blocks;
 mod cli;
 mod common;
@@ -27,6 +28,7 @@ mod server;
 mod server_api;
 mod server_security;
 mod step_executor;
+mod store_conformance;
 mod store_hardening;
 mod tools;
 mod torture;

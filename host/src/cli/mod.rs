@@ -81,6 +81,18 @@ pub struct Cli {
         value_name = "URL"
     )]
     pub otlp_endpoint: Option<String>,
+    /// Where runs are stored: a PostgreSQL URL (`postgres://USER@HOST/DB`, or
+    /// `host=/run/postgresql dbname=DB`; weft's own parameters `schema=` and `lease_ms=`) shared
+    /// by any number of weft processes; without it, the embedded database in the home. The home
+    /// still holds the compiled-plugin cache.
+    #[arg(
+        long,
+        global = true,
+        env = "WEFT_STORE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub store: Option<String>,
     /// For crash tests: abort the process right after its N-th durable commit.
     #[arg(long, global = true, env = "WEFT_CRASH_AFTER_COMMITS", hide = true)]
     pub crash_after_commits: Option<u64>,
@@ -100,6 +112,7 @@ impl Cli {
             max_resume_bytes: self.max_resume_mib.saturating_mul(MIB),
             expr_steps: self.expr_steps,
             crash_after_commits: self.crash_after_commits,
+            store: self.store.clone().map(Into::into),
             host: crate::plugin::HostConfig::default().with_cache_dir(
                 self.plugin_cache
                     .as_ref()
@@ -242,6 +255,14 @@ pub enum Cmd {
         #[arg(long, default_value_t = 10)]
         header_timeout_s: u64,
     },
+    /// Drive runs no live process drives, on a store processes share (--store postgres://...):
+    /// runs whose process ended or stopped answering, taken up and recovered (S101), until
+    /// stopped with Ctrl-C or SIGTERM; then its runs are left for other workers.
+    Worker {
+        /// Runs driven at once (pending or running) before it takes up more.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
     /// Plugins.
     #[command(subcommand)]
     Plugin(PluginCmd),
@@ -348,11 +369,18 @@ pub async fn main(cli: Cli) -> i32 {
     loop {
         match Runtime::open(&cli.home, config.clone()) {
             Ok(rt) => {
-                let server = control::serve(rt.clone());
+                // On a shared store, processes reach each other through the store.
+                let server = if rt.is_shared() {
+                    None
+                } else {
+                    control::serve(rt.clone())
+                };
                 let code = exec(&rt, cmd, &mut out).await;
                 if let Some(server) = server {
                     server.finish(&mut out).await;
                 }
+                // What this process still drives is left for a `weft worker`.
+                rt.close().await;
                 // The process exits without dropping the store (tasks still hold it): leave
                 // nothing for the next one to replay.
                 if let Err(e) = rt.checkpoint().await {
@@ -363,7 +391,8 @@ pub async fn main(cli: Cli) -> i32 {
             Err(open_err) => {
                 // `serve` must hold the home itself (and `dev` needs none); everything else is
                 // served by the holder.
-                if !matches!(cmd, Cmd::Serve { .. } | Cmd::Dev(_) | Cmd::New { .. })
+                if config.store.is_none()
+                    && !matches!(cmd, Cmd::Serve { .. } | Cmd::Dev(_) | Cmd::New { .. })
                     && let Some(code) = control::forward(&cli.home, &cmd, &mut out).await
                 {
                     return code;
@@ -515,6 +544,23 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             }
             EXIT_OK
         }
+        Cmd::Worker { concurrency } => {
+            if !rt.is_shared() {
+                out.err(&format!("error: {}", RuntimeError::NotShared));
+                return EXIT_USAGE;
+            }
+            out.err(&format!(
+                "worker {} driving up to {concurrency} runs",
+                rt.shared_worker_id().unwrap_or_default()
+            ));
+            match rt.work(concurrency.max(1), shutdown_signal()).await {
+                Ok(()) => EXIT_OK,
+                Err(e) => {
+                    out.err(&format!("error: {e}"));
+                    EXIT_FAILED
+                }
+            }
+        }
         Cmd::Validate { file } => match load_workflow(&file, rt.host()).await {
             Ok(w) => {
                 out.line(&format!(
@@ -640,7 +686,7 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                         return EXIT_FAILED;
                     }
                 }
-                _ = tokio::signal::ctrl_c() => out.err("stopping"),
+                () = shutdown_signal() => out.err("stopping"),
             }
             EXIT_OK
         }
@@ -727,6 +773,22 @@ async fn dev_command(cmd: DevCmd, out: &mut dyn Output) -> i32 {
             }
             EXIT_OK
         }
+    }
+}
+
+/// Completes at Ctrl-C or SIGTERM (what a service manager sends to stop a process).
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
     }
 }
 

@@ -79,6 +79,61 @@ pub struct RuntimeConfig {
     /// published or their commands carried out (default `None`). A test that runs a workflow
     /// with every `n` in turn and recovers it afterwards kills the host at every checkpoint.
     pub crash_after_commits: Option<u64>,
+    /// Where runs are stored: `None` (the default) for the embedded store in the home
+    /// directory, which one process holds at a time; a PostgreSQL URL
+    /// (`postgres://USER@HOST/DB`, or `host=/run/postgresql dbname=DB`, with weft's own
+    /// `schema=` and `lease_ms=` parameters: docs/POSTGRES.md) for a database that any number
+    /// of processes share. The home then holds only the compiled-plugin cache.
+    pub store: Option<StoreUrl>,
+}
+
+/// A store URL, which may hold a password: shown without it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl(pub String);
+
+impl StoreUrl {
+    /// The URL as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for StoreUrl {
+    fn from(url: String) -> Self {
+        StoreUrl(url)
+    }
+}
+
+impl std::fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redacted(&self.0))
+    }
+}
+
+/// `url` with any password replaced by `***`: `user:secret@host` and `password=secret`.
+pub fn redacted(url: &str) -> String {
+    let mut url = url.to_owned();
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some((userinfo, host)) = rest[..auth_end].rsplit_once('@')
+            && let Some((user, _)) = userinfo.split_once(':')
+        {
+            url = format!("{scheme}://{user}:***@{host}{}", &rest[auth_end..]);
+        }
+    }
+    let mut out = String::with_capacity(url.len());
+    let mut rest = url.as_str();
+    while let Some(i) = rest.find("password=") {
+        let value = i + "password=".len();
+        out.push_str(&rest[..value]);
+        out.push_str("***");
+        let end = rest[value..]
+            .find(['&', ' '])
+            .map_or(rest.len(), |j| value + j);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 impl Default for RuntimeConfig {
@@ -100,11 +155,18 @@ impl Default for RuntimeConfig {
             max_resume_bytes: DEFAULT_MAX_VALUE_BYTES,
             expr_steps: DEFAULT_STEP_BUDGET,
             crash_after_commits: None,
+            store: None,
         }
     }
 }
 
 impl RuntimeConfig {
+    /// Sets [`RuntimeConfig::store`].
+    pub fn with_store(mut self, url: impl Into<String>) -> Self {
+        self.store = Some(StoreUrl(url.into()));
+        self
+    }
+
     /// Sets [`RuntimeConfig::host`].
     pub fn with_host(mut self, host: HostConfig) -> Self {
         self.host = host;
@@ -227,5 +289,30 @@ impl RuntimeConfig {
             bytes: self.max_resume_bytes,
             setting: "RuntimeConfig::max_resume_bytes / --max-resume-mib",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn a_store_url_is_shown_without_its_password() {
+        assert_eq!(
+            redacted("postgres://weft:s3cret@db:5432/weft?schema=a"),
+            "postgres://weft:***@db:5432/weft?schema=a"
+        );
+        assert_eq!(
+            redacted("postgres://db/weft?password=s3cret&schema=a"),
+            "postgres://db/weft?password=***&schema=a"
+        );
+        assert_eq!(
+            redacted("host=/run/postgresql password=s3cret dbname=weft"),
+            "host=/run/postgresql password=*** dbname=weft"
+        );
+        assert_eq!(
+            redacted("postgres://weft@db/weft"),
+            "postgres://weft@db/weft"
+        );
     }
 }

@@ -14,6 +14,7 @@ mod limits;
 mod live_events;
 pub mod metrics;
 mod record;
+mod shared;
 mod sync;
 mod unrecoverable;
 mod workflow_tools;
@@ -31,11 +32,11 @@ use crate::limits::LimitError;
 use crate::native::{NativeStep, NativeSteps};
 use crate::plugin::{PluginHost, StepInfo};
 use crate::run_id::{InvalidRunId, check_run_id};
-use crate::store::{NewRun, RecordKey, RunSummary, SledStore, Store, StoreError};
+use crate::store::{Claim, NewRun, Notice, RecordKey, RunSummary, SledStore, Store, StoreError};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
 pub use clock::{Clock, ManualClock, SystemClock, Wait};
-pub use config::RuntimeConfig;
+pub use config::{RuntimeConfig, StoreUrl, redacted};
 pub use record::{RunRecord, StoredEvent};
 pub use unrecoverable::{HOST_ERROR, Recovery, Unrecovered};
 
@@ -144,6 +145,27 @@ pub enum RuntimeError {
         /// The failure.
         cause: StoreError,
     },
+    /// Another live process drives the run (a store shared by many processes).
+    #[error("run {run} is driven by weft process {worker}")]
+    Elsewhere {
+        /// The run.
+        run: String,
+        /// That process's worker id.
+        worker: String,
+    },
+    /// The process driving the run failed the request handed to it.
+    #[error("run {run}: the weft process driving it answered: {message}")]
+    Remote {
+        /// The run.
+        run: String,
+        /// Its error.
+        message: String,
+    },
+    /// Only a store shared by many processes has work for a worker.
+    #[error(
+        "a worker needs a store that processes share: give --store postgres://... (or WEFT_STORE)"
+    )]
+    NotShared,
 }
 
 impl RuntimeError {
@@ -205,6 +227,9 @@ struct Inner {
     metrics: metrics::Metrics,
     /// Commits made durable so far, for [`RuntimeConfig::crash_after_commits`].
     commits: std::sync::atomic::AtomicU64,
+    /// Held (read) by each request of another process being answered here, so that
+    /// [`Runtime::close`] answers them before it lets the runs go.
+    answering: Arc<tokio::sync::RwLock<()>>,
 }
 
 /// Where a watch ends.
@@ -261,7 +286,10 @@ impl Runtime {
         let home = &std::path::absolute(home).unwrap_or_else(|_| home.to_path_buf());
         crate::home::create_dir(home)
             .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", home.display())))?;
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(home, config.cache_mib)?);
+        let store: Arc<dyn Store> = match &config.store {
+            None => Arc::new(SledStore::open(home, config.cache_mib)?),
+            Some(url) => shared::open(url.as_str())?,
+        };
         // The home's own cache unless a shared one is given; either is made when missing.
         let cache = config
             .host
@@ -276,7 +304,8 @@ impl Runtime {
         let natives = NativeSteps::default();
         // Process-wide: the last runtime opened sets it (RuntimeConfig::expr_steps).
         crate::engine::expr::set_step_budget(config.expr_steps);
-        Ok(Runtime {
+        let notices = store.shared().map(|s| s.notices());
+        let rt = Runtime {
             // The executors start child runs of workflow tools on this runtime (S125).
             inner: Arc::new_cyclic(|me| Inner {
                 executors: Executors::new(host.clone(), store.clone(), natives.clone())
@@ -292,8 +321,20 @@ impl Runtime {
                 halted: Mutex::new(HashMap::new()),
                 metrics: metrics::Metrics::new(),
                 commits: std::sync::atomic::AtomicU64::new(0),
+                answering: Arc::new(tokio::sync::RwLock::new(())),
             }),
-        })
+        };
+        if let Some(notices) = notices {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                Runtime::serve_requests(Arc::downgrade(&rt.inner), notices);
+            } else {
+                tracing::warn!(
+                    "the runtime is opened outside a tokio runtime: resumes and cancels other \
+                     processes hand to its runs wait until they take the runs over"
+                );
+            }
+        }
+        Ok(rt)
     }
 
     /// The error for a failed write to the store.
@@ -311,6 +352,8 @@ impl Runtime {
     /// gone, watchers of it end, and [`Runtime::wait`] reports the failure. `weft resume`
     /// recovers it from what is stored (S101).
     fn halt(&self, run_id: &str, cause: StoreError) {
+        // Left for another process (or a later `weft resume`) to take up.
+        let _ = self.inner.store.release(run_id);
         lock(&self.inner.halted).insert(run_id.to_owned(), cause);
         lock(&self.inner.live).remove(run_id);
         lock(&self.inner.channels).remove(run_id);
@@ -554,6 +597,11 @@ impl Runtime {
         if let Some(halted) = self.halted(run_id) {
             return Err(halted);
         }
+        if self.is_shared() {
+            // Another process may drive it: follow it until it settles.
+            let mut events = self.watch_settled(run_id, 1)?;
+            while events.recv().await.is_some() {}
+        }
         self.show(run_id).await
     }
 
@@ -614,8 +662,7 @@ impl Runtime {
             .config
             .resume_limit()
             .check_value("resume data", &request.data)?;
-        self.ask(run_id, |tx| Msg::Resume(request.clone(), tx))
-            .await
+        self.ask(run_id, &shared::Ask::Resume(request)).await
     }
 
     /// Recovers a `pending` or `running` run that no process drives (S101, S114): its driver
@@ -667,7 +714,7 @@ impl Runtime {
     /// load ends `cancelled` without running anything more of it.
     pub async fn cancel(&self, run_id: &str) -> Result<(), RuntimeError> {
         check_run_id(run_id)?;
-        match self.ask(run_id, Msg::Cancel).await {
+        match self.ask(run_id, &shared::Ask::Cancel).await {
             Err(e) if is_unloadable(&e) => {
                 let Some(s) = self.inner.store.summary(run_id)? else {
                     return Err(e);
@@ -692,15 +739,23 @@ impl Runtime {
     }
 
     /// Sends a request to the run's actor; when the actor retires meanwhile, asks a new one.
-    async fn ask(
-        &self,
-        run_id: &str,
-        msg: impl Fn(oneshot::Sender<Result<(), RuntimeError>>) -> Msg,
-    ) -> Result<(), RuntimeError> {
-        for _ in 0..self.inner.config.ask_attempts {
-            let live = self.ensure_live(run_id)?;
+    /// A run another process drives (a shared store) gets the request through the store.
+    async fn ask(&self, run_id: &str, ask: &shared::Ask) -> Result<(), RuntimeError> {
+        let mut attempt = 0;
+        while attempt < self.inner.config.ask_attempts {
+            let live = match self.ensure_live(run_id) {
+                Err(RuntimeError::Elsewhere { worker, .. }) => {
+                    match self.ask_elsewhere(run_id, &worker, ask).await? {
+                        Some(answer) => return answer,
+                        // It moved on: look again (not an attempt: the run was not there).
+                        None => continue,
+                    }
+                }
+                other => other?,
+            };
+            attempt += 1;
             let (tx, rx) = oneshot::channel();
-            if live.tx.send(msg(tx)).is_err() {
+            if live.tx.send(ask.msg(tx)).is_err() {
                 self.retire(run_id);
                 continue;
             }
@@ -776,10 +831,36 @@ impl Runtime {
         } else {
             let store = self.inner.store.clone();
             let run = run_id.to_owned();
+            // A run another process drives is followed by the store's notices.
+            let mut notices = store.shared().map(|s| s.notices());
+            if notices.is_some() && catch_up(&*store, &run, &mut next, &tx, until) {
+                return Ok(rx);
+            }
             tokio::spawn(async move {
                 loop {
+                    let noticed = async {
+                        match &mut notices {
+                            Some(n) => n.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     let received = tokio::select! {
                         r = live_rx.recv() => r,
+                        n = noticed => match n {
+                            Ok(Notice::Records(r)) if r != run => continue,
+                            Ok(Notice::Records(_) | Notice::Reconnected)
+                            | Err(broadcast::error::RecvError::Lagged(_)) => {
+                                if catch_up(&*store, &run, &mut next, &tx, until) {
+                                    return;
+                                }
+                                continue;
+                            }
+                            Ok(_) => continue,
+                            Err(broadcast::error::RecvError::Closed) => {
+                                notices = None;
+                                continue;
+                            }
+                        },
                         // The reader went away: stop following.
                         () = tx.closed() => return,
                     };
@@ -820,30 +901,36 @@ impl Runtime {
             {
                 continue;
             }
-            let error = match self.ensure_live(&run.run_id) {
-                Ok(_) => {
-                    report.recovered.push(run.run_id);
-                    continue;
-                }
-                Err(e) => e,
-            };
-            let mut marked_failed = false;
-            if is_unloadable(&error) {
-                match self
-                    .end_undrivable(&run.run_id, RunStatus::Failed, &error.to_string())
-                    .await
-                {
-                    Ok(_) => marked_failed = true,
-                    Err(e) => tracing::error!(run = %run.run_id, "cannot mark the run failed: {e}"),
-                }
-            }
-            report.failed.push(Unrecovered {
-                run_id: run.run_id,
-                error,
-                marked_failed,
-            });
+            self.recover_one(&run.run_id, &mut report).await;
         }
         Ok(report)
+    }
+
+    /// Recovers `run_id` into `report`, unless another live process drives it.
+    async fn recover_one(&self, run_id: &str, report: &mut Recovery) {
+        let error = match self.ensure_live(run_id) {
+            Ok(_) => {
+                report.recovered.push(run_id.to_owned());
+                return;
+            }
+            Err(RuntimeError::Elsewhere { .. }) => return,
+            Err(e) => e,
+        };
+        let mut marked_failed = false;
+        if is_unloadable(&error) {
+            match self
+                .end_undrivable(run_id, RunStatus::Failed, &error.to_string())
+                .await
+            {
+                Ok(_) => marked_failed = true,
+                Err(e) => tracing::error!(run = %run_id, "cannot mark the run failed: {e}"),
+            }
+        }
+        report.failed.push(Unrecovered {
+            run_id: run_id.to_owned(),
+            error,
+            marked_failed,
+        });
     }
 
     fn live(&self, run_id: &str) -> Option<LiveRun> {
@@ -895,6 +982,12 @@ impl Runtime {
     fn ensure_live(&self, run_id: &str) -> Result<LiveRun, RuntimeError> {
         if let Some(live) = self.live(run_id) {
             return Ok(live);
+        }
+        if let Claim::Elsewhere(worker) = self.inner.store.claim(run_id)? {
+            return Err(RuntimeError::Elsewhere {
+                run: run_id.into(),
+                worker,
+            });
         }
         let (state, graph, last) = self.load_counted(run_id)?;
         let recover = matches!(state.status, RunStatus::Running | RunStatus::Pending);
@@ -955,6 +1048,9 @@ impl Runtime {
 
     fn retire(&self, run_id: &str) {
         lock(&self.inner.live).remove(run_id);
+        if let Err(e) = self.inner.store.release(run_id) {
+            tracing::warn!(run = %run_id, "cannot let the run go: {e}");
+        }
         let mut channels = lock(&self.inner.channels);
         if channels
             .get(run_id)

@@ -68,6 +68,13 @@ impl Runtime {
     ) -> Result<Option<(RunState, RecordKey)>, RuntimeError> {
         let store = &self.inner.store;
         let failed = |e| self.write_failed(e);
+        // Only the process holding a run writes it.
+        if let crate::store::Claim::Elsewhere(worker) = store.claim(run_id)? {
+            return Err(RuntimeError::Elsewhere {
+                run: run_id.into(),
+                worker,
+            });
+        }
         let now = self.now();
         let ended = match self.load_counted(run_id) {
             Ok((mut state, _, last)) => {

@@ -9,6 +9,8 @@ mod chunk;
 mod json;
 mod keys;
 mod pending;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod quiet_panic;
 mod sled_store;
 mod wal;
@@ -16,6 +18,8 @@ mod wal;
 use serde::{Deserialize, Serialize};
 
 pub use json::from_stored;
+#[cfg(feature = "postgres")]
+pub use postgres::{PgStore, is_postgres};
 pub use sled_store::{STORE_FORMAT, SledStore};
 
 use crate::engine::RunStatus;
@@ -62,6 +66,12 @@ pub enum StoreError {
     /// The disk holding the store is full (or its quota is used up).
     #[error("the disk is full ({0})")]
     DiskFull(String),
+    /// Another process took the run over: this one may no longer write it.
+    #[error(
+        "run {0} is driven by another weft process now (this one was presumed gone); its writes \
+         from here are refused"
+    )]
+    Fenced(String),
     /// Stored bytes could not be read back.
     #[error("store: corrupt entry {key}: {message}")]
     Corrupt {
@@ -145,4 +155,81 @@ pub trait Store: Send + Sync + 'static {
     fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError>;
     /// Every run's summary, newest first.
     fn runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+    /// Takes `run_id` for this process: on a store shared by many processes, only the process
+    /// holding a run writes it, and a claim fences out a holder presumed gone. A store only one
+    /// process opens (sled) answers [`Claim::Ours`] always.
+    fn claim(&self, _run_id: &str) -> Result<Claim, StoreError> {
+        Ok(Claim::Ours)
+    }
+    /// Lets `run_id` go, for another process to claim; a no-op where nobody else could.
+    fn release(&self, _run_id: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// What a store shared by many processes also offers; `None` for one only this process
+    /// opens.
+    fn shared(&self) -> Option<&dyn SharedStore> {
+        None
+    }
+}
+
+/// The answer to [`Store::claim`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This process holds the run (or no run has that id).
+    Ours,
+    /// A live process holds it: the worker id.
+    Elsewhere(String),
+}
+
+/// What a shared store tells the processes on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// Records were appended to this run.
+    Records(String),
+    /// A request for this process is waiting ([`SharedStore::take_requests`]).
+    Request,
+    /// The request with this id has its answer.
+    Answer(i64),
+    /// A run was left for any process to drive.
+    Work,
+    /// The notification connection was made again: notices may have been missed meanwhile.
+    Reconnected,
+}
+
+/// A request one process hands to the process driving a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Its id.
+    pub id: i64,
+    /// The run.
+    pub run_id: String,
+    /// What is asked, encoded by the driver.
+    pub body: String,
+}
+
+/// How the processes on one shared store (PostgreSQL) work together: heartbeats, hand-overs of
+/// requests to a run's process, notices of new records and of runs left to anyone.
+pub trait SharedStore: Send + Sync {
+    /// This process's id among the store's workers.
+    fn worker_id(&self) -> &str;
+    /// How long a process that stops beating keeps its runs.
+    fn lease(&self) -> std::time::Duration;
+    /// The store's notices from now on.
+    fn notices(&self) -> tokio::sync::broadcast::Receiver<Notice>;
+    /// Hands `body` to `worker`, which drives `run_id`; returns the request's id.
+    fn send_request(&self, run_id: &str, worker: &str, body: &str) -> Result<i64, StoreError>;
+    /// The requests handed to this process that it has not taken yet, taken now.
+    fn take_requests(&self) -> Result<Vec<Request>, StoreError>;
+    /// Answers request `id`.
+    fn answer(&self, id: i64, answer: &str) -> Result<(), StoreError>;
+    /// The answer to request `id` once given (the request is removed then).
+    fn answer_of(&self, id: i64) -> Result<Option<String>, StoreError>;
+    /// Withdraws request `id` unless its worker took it already; whether it was withdrawn.
+    fn withdraw(&self, id: i64) -> Result<bool, StoreError>;
+    /// Whether `worker`'s heartbeat is current.
+    fn is_alive(&self, worker: &str) -> Result<bool, StoreError>;
+    /// Up to `limit` pending or running runs that no live process drives.
+    fn claimable(&self, limit: usize) -> Result<Vec<String>, StoreError>;
+    /// Lets every run of this process go and leaves the store's workers.
+    fn close(&self) -> Result<(), StoreError>;
 }
