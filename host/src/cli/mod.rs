@@ -112,7 +112,7 @@ impl Cli {
             max_resume_bytes: self.max_resume_mib.saturating_mul(MIB),
             expr_steps: self.expr_steps,
             crash_after_commits: self.crash_after_commits,
-            store: self.store.clone().map(Into::into),
+            store: self.store.clone().filter(|s| !s.is_empty()).map(Into::into),
             host: crate::plugin::HostConfig::default().with_cache_dir(
                 self.plugin_cache
                     .as_ref()
@@ -150,6 +150,11 @@ pub enum Cmd {
         /// Print exactly one run record on stdout.
         #[arg(long)]
         json: bool,
+        /// Store the run for a `weft worker` to drive and print its id, without waiting (a
+        /// store processes share only: --store postgres://...).
+        #[arg(long, conflicts_with_all = ["from_step", "json"])]
+        #[serde(default)]
+        detach: bool,
     },
     /// Resume a suspended run (with no selector and no data, also recover an orphaned one).
     Resume {
@@ -447,6 +452,7 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             input_file,
             run_id,
             json,
+            detach,
         } => {
             // A file may hold the input pretty-printed: up to four times its compact limit.
             let most = rt.config().max_input_bytes.saturating_mul(4);
@@ -468,6 +474,7 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                         input.unwrap_or_else(|| json!({})),
                         run_id,
                         json,
+                        detach,
                         out,
                     )
                     .await
@@ -862,12 +869,14 @@ async fn rerun(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run(
     rt: &Runtime,
     file: &Path,
     input: Value,
     run_id: Option<String>,
     json: bool,
+    detach: bool,
     out: &mut dyn Output,
 ) -> i32 {
     let workflow = match load_workflow(file, rt.host()).await {
@@ -877,6 +886,15 @@ async fn run(
             return EXIT_USAGE;
         }
     };
+    if detach {
+        return match rt.submit(&workflow, input, run_id).await {
+            Ok(id) => {
+                out.line(&id);
+                EXIT_OK
+            }
+            Err(e) => refuse(out, &e),
+        };
+    }
     let run_id = match rt.start(&workflow, input, run_id).await {
         Ok(id) => id,
         Err(e) => return refuse(out, &e),

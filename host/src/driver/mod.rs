@@ -161,9 +161,10 @@ pub enum RuntimeError {
         /// Its error.
         message: String,
     },
-    /// Only a store shared by many processes has work for a worker.
+    /// Workers (and runs left to them) need a store shared by many processes.
     #[error(
-        "a worker needs a store that processes share: give --store postgres://... (or WEFT_STORE)"
+        "only a store that processes share has workers to drive runs (weft worker, run \
+         --detach): give --store postgres://... (or WEFT_STORE)"
     )]
     NotShared,
 }
@@ -449,7 +450,26 @@ impl Runtime {
     ) -> Result<String, RuntimeError> {
         let run_id = new_run_id(run_id)?;
         let (graph, definition) = workflow.shared().map_err(|e| encode_failed(&run_id, e))?;
-        self.start_graph(graph, &definition, Some(workflow), input, run_id)
+        self.start_graph(graph, &definition, Some(workflow), input, run_id, true)
+            .await
+    }
+
+    /// Stores a new run of `workflow` with `input` (checked as by [`Runtime::start`]) for any
+    /// process on the store to drive, and returns its id at once: a `weft worker` takes it up.
+    /// Only on a store processes share ([`RuntimeError::NotShared`] on the embedded one, where
+    /// no other process would).
+    pub async fn submit(
+        &self,
+        workflow: &LoadedWorkflow,
+        input: Value,
+        run_id: Option<String>,
+    ) -> Result<String, RuntimeError> {
+        if !self.is_shared() {
+            return Err(RuntimeError::NotShared);
+        }
+        let run_id = new_run_id(run_id)?;
+        let (graph, definition) = workflow.shared().map_err(|e| encode_failed(&run_id, e))?;
+        self.start_graph(graph, &definition, Some(workflow), input, run_id, false)
             .await
     }
 
@@ -462,6 +482,7 @@ impl Runtime {
         workflow: Option<&LoadedWorkflow>,
         mut input: Value,
         run_id: String,
+        drive: bool,
     ) -> Result<String, RuntimeError> {
         self.inner
             .config
@@ -470,7 +491,8 @@ impl Runtime {
         engine::check_run_input(&graph, &mut input).map_err(RuntimeError::InvalidInput)?;
         let now = self.now();
         let state = engine::new_run(&graph, run_id.clone(), input, now);
-        self.launch(state, graph, definition, workflow, now).await
+        self.launch(state, graph, definition, workflow, now, drive)
+            .await
     }
 
     /// Starts a new run from step `path` of the ended run `source` (S94–S99), with the source's
@@ -522,11 +544,13 @@ impl Runtime {
             },
         )?;
         let definition = serde_json::to_vec(&*graph).map_err(|e| encode_failed(&run_id, e))?;
-        self.launch(state, graph, &definition, workflow, now).await
+        self.launch(state, graph, &definition, workflow, now, true)
+            .await
     }
 
     /// Stores a new run (its summary, definition, the components of `workflow` and its first
-    /// state), waits until that is on disk (S100), then drives it. Returns its id.
+    /// state), waits until that is on disk (S100), then drives it, or with `drive` false leaves
+    /// it to the store's other processes. Returns its id.
     async fn launch(
         &self,
         state: RunState,
@@ -534,6 +558,7 @@ impl Runtime {
         definition: &[u8],
         workflow: Option<&LoadedWorkflow>,
         now: engine::Millis,
+        drive: bool,
     ) -> Result<String, RuntimeError> {
         let run_id = state.run_id.clone();
         let snapshot = serde_json::to_vec(&state).map_err(|e| encode_failed(&run_id, e))?;
@@ -552,6 +577,15 @@ impl Runtime {
             })
             .map_err(|e| self.write_failed(e))?;
         self.durable().await?;
+        if !drive {
+            // Pending and nobody's: a worker starts it (S101 recovers a pending run by
+            // starting it).
+            self.inner
+                .store
+                .release(&run_id)
+                .map_err(|e| self.write_failed(e))?;
+            return Ok(run_id);
+        }
         let live = self.spawn(state, graph, 1, 0)?;
         let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
         Ok(run_id)

@@ -60,6 +60,7 @@ impl WorkflowTool {
                 None,
                 request.call.input.clone(),
                 child.clone(),
+                true,
             )
             .await
         {
