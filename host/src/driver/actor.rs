@@ -340,27 +340,35 @@ impl Actor {
         })
         .map_err(run)?;
         let rt = &self.rt;
-        let store = &rt.inner.store;
-        let failed = |e| rt.write_failed(e);
-        store
-            .append(&self.state.run_id, at, &bytes)
-            .map_err(failed)?;
-        self.since_snapshot += bytes.len();
-        let min = self.rt.inner.config.snapshot_min_bytes;
-        if snapshot || self.since_snapshot >= self.snapshot_len.max(min) {
-            let snap = serde_json::to_vec(&SnapshotOut {
-                covers: at,
-                state: &self.state,
-            })
-            .map_err(run)?;
-            store
-                .put_snapshot(&self.state.run_id, &snap)
-                .map_err(failed)?;
-            store.put_summary(&summary(&self.state)).map_err(failed)?;
-            self.since_snapshot = 0;
-            self.snapshot_len = snap.len();
-        } else if status_changed {
-            store.put_summary(&summary(&self.state)).map_err(failed)?;
+        let min = rt.inner.config.snapshot_min_bytes;
+        let snap = if snapshot || self.since_snapshot + bytes.len() >= self.snapshot_len.max(min) {
+            Some(
+                serde_json::to_vec(&SnapshotOut {
+                    covers: at,
+                    state: &self.state,
+                })
+                .map_err(run)?,
+            )
+        } else {
+            None
+        };
+        let new_summary = (snap.is_some() || status_changed).then(|| summary(&self.state));
+        rt.inner
+            .store
+            .append_all(
+                &self.state.run_id,
+                at,
+                &bytes,
+                snap.as_deref(),
+                new_summary.as_ref(),
+            )
+            .map_err(|e| rt.write_failed(e))?;
+        match snap {
+            Some(snap) => {
+                self.since_snapshot = 0;
+                self.snapshot_len = snap.len();
+            }
+            None => self.since_snapshot += bytes.len(),
         }
         Ok(())
     }

@@ -123,6 +123,25 @@ pub trait Store: Send + Sync + 'static {
     fn create_run(&self, run: NewRun<'_>) -> Result<(), StoreError>;
     /// Appends one record atomically.
     fn append(&self, run_id: &str, key: RecordKey, record: &[u8]) -> Result<(), StoreError>;
+    /// Appends one record and, when given, replaces the run's snapshot and its summary, as one
+    /// write where the backend can (a transition's whole write).
+    fn append_all(
+        &self,
+        run_id: &str,
+        key: RecordKey,
+        record: &[u8],
+        snapshot: Option<&[u8]>,
+        summary: Option<&RunSummary>,
+    ) -> Result<(), StoreError> {
+        self.append(run_id, key, record)?;
+        if let Some(snapshot) = snapshot {
+            self.put_snapshot(run_id, snapshot)?;
+        }
+        if let Some(summary) = summary {
+            self.put_summary(summary)?;
+        }
+        Ok(())
+    }
     /// Replaces the run's latest snapshot.
     fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError>;
     /// Replaces the run's summary.

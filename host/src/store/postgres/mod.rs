@@ -581,6 +581,70 @@ impl Store for PgStore {
         }
     }
 
+    /// One statement: the record, the snapshot and the summary commit together, with one
+    /// flush of the server's log.
+    fn append_all(
+        &self,
+        run_id: &str,
+        at: RecordKey,
+        record: &[u8],
+        snapshot: Option<&[u8]>,
+        summary: Option<&RunSummary>,
+    ) -> Result<(), StoreError> {
+        if snapshot.is_none() && summary.is_none() {
+            return self.append(run_id, at, record);
+        }
+        let epoch = self.epoch(run_id)?;
+        let (seq, sub) = seq_of(at);
+        let status = summary.map(|s| status_text(s.status));
+        let workflow = summary.map(|s| s.workflow_id.as_str());
+        let updated = summary.map(|s| s.updated_at);
+        let written = self.call("store a transition", |c| {
+            let sql = &self.sql;
+            let status = &status;
+            async move {
+                let rows = c
+                    .query(
+                        &sql.q(
+                            "WITH f AS (SELECT run_id FROM {s}.runs \
+                               WHERE run_id = $1 AND owner = $2 AND epoch = $3 FOR UPDATE), \
+                             i AS (INSERT INTO {s}.records (run_id, seq, sub, record) \
+                               SELECT run_id, $4, $5, $6 FROM f \
+                               ON CONFLICT (run_id, seq, sub) DO UPDATE SET record = EXCLUDED.record \
+                               WHERE {s}.records.record = EXCLUDED.record RETURNING run_id), \
+                             u AS (UPDATE {s}.runs r SET \
+                               snapshot = COALESCE($8, r.snapshot), \
+                               status = COALESCE($9, r.status), \
+                               workflow_id = COALESCE($10, r.workflow_id), \
+                               updated_at = COALESCE($11, r.updated_at) \
+                               FROM i WHERE r.run_id = i.run_id RETURNING 1) \
+                             SELECT pg_notify($7, $1) FROM i",
+                        ),
+                        &[
+                            &run_id,
+                            &self.worker,
+                            &epoch,
+                            &seq,
+                            &sub,
+                            &record,
+                            &sql.events,
+                            &snapshot,
+                            status,
+                            &workflow,
+                            &updated,
+                        ],
+                    )
+                    .await?;
+                Ok(rows.len() == 1)
+            }
+        })?;
+        if written {
+            Ok(())
+        } else {
+            Err(self.fenced(run_id))
+        }
+    }
+
     fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError> {
         let epoch = self.epoch(run_id)?;
         let n = self.call("store a snapshot", |c| {

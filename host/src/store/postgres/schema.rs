@@ -64,6 +64,11 @@ CREATE TABLE {s}.requests (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX requests_by_worker ON {s}.requests (worker) WHERE NOT taken;
+-- A run's row is updated by every transition that snapshots or changes its status: room on
+-- its page for the new version (a HOT update, no index touched) and a prompt vacuum.
+ALTER TABLE {s}.runs SET (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0,
+    toast.autovacuum_vacuum_scale_factor = 0.01, toast.autovacuum_vacuum_threshold = 1000);
 ALTER TABLE {s}.requests SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
 ALTER TABLE {s}.workers SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
 "#];
