@@ -700,9 +700,9 @@ impl Runtime {
     }
 
     /// Recovers a `pending` or `running` run that no process drives (S101, S114): its driver
-    /// starts here and issues again what was in flight (S102, S103). A run this process drives
-    /// already is left as it is; a suspended or ended one is refused with
-    /// [`RuntimeError::NotRecoverable`].
+    /// starts here and issues again what was in flight (S102, S103). A run this process (or,
+    /// on a shared store, another live one) drives already is left as it is; a suspended or
+    /// ended one is refused with [`RuntimeError::NotRecoverable`].
     pub async fn recover(&self, run_id: &str) -> Result<(), RuntimeError> {
         check_run_id(run_id)?;
         let summary = self
@@ -716,8 +716,11 @@ impl Runtime {
                 status: summary.status,
             });
         }
-        self.ensure_live(run_id)?;
-        Ok(())
+        match self.ensure_live(run_id) {
+            // Another live process drives it: nothing to recover (S127).
+            Ok(_) | Err(RuntimeError::Elsewhere { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// What `weft resume` and `POST /runs/{id}/resume` do: resume with `request`; without one
