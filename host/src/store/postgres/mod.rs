@@ -232,7 +232,23 @@ impl PgStore {
     }
 
     /// [`PgStore::call`], trying for `patience` at most.
-    fn call_for<T, F, Fut>(
+    fn call_for<T, F, Fut>(&self, what: &str, patience: Duration, op: F) -> Result<T, StoreError>
+    where
+        F: FnMut(Object) -> Fut,
+        Fut: Future<Output = Result<T, Fail>>,
+    {
+        // On a multi-thread runtime, the thread hands its other tasks on while it waits.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread {
+            tokio::task::block_in_place(|| self.wait_for(what, patience, op))
+        } else {
+            self.wait_for(what, patience, op)
+        }
+    }
+
+    /// Blocks this thread until `op` succeeds, fails for good, or `patience` runs out.
+    fn wait_for<T, F, Fut>(
         &self,
         what: &str,
         patience: Duration,
