@@ -409,10 +409,11 @@ pub async fn main(cli: Cli) -> i32 {
                     } else {
                         ""
                     };
-                    out.err(&format!(
-                        "error: cannot open home {}: {open_err}{fix}",
-                        cli.home.display()
-                    ));
+                    let what = match &config.store {
+                        Some(url) => format!("the store {url:?}"),
+                        None => format!("home {}", cli.home.display()),
+                    };
+                    out.err(&format!("error: cannot open {what}: {open_err}{fix}"));
                     return EXIT_USAGE;
                 }
                 tokio::time::sleep(config.held_home_pause).await;

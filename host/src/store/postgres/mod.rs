@@ -66,6 +66,10 @@ pub struct PgStore {
     worker: String,
     /// The runs this process holds, with the epoch it claimed each at.
     held: Mutex<HashMap<String, i64>>,
+    /// Runs let go while the server was away: the heartbeat lets them go when it answers.
+    unreleased: Arc<Mutex<Vec<(String, i64)>>>,
+    /// Whether this process is in `workers` (and so has something to close).
+    registered: bool,
     notices: broadcast::Sender<Notice>,
 }
 
@@ -103,8 +107,13 @@ enum Fail {
 
 impl From<tokio_postgres::Error> for Fail {
     fn from(e: tokio_postgres::Error) -> Fail {
-        // No SQLSTATE: the connection, not the statement, failed.
-        if e.code().is_none() || e.is_closed() {
+        // No SQLSTATE: the connection, not the statement, failed. Class 08 (connection
+        // exception) and 57 (operator intervention: the server shutting down or starting up)
+        // end the session, not the statement's meaning: worth a new connection too.
+        let session_ended = e
+            .code()
+            .is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57"));
+        if e.code().is_none() || e.is_closed() || session_ended {
             Fail::Lost(e.to_string())
         } else {
             Fail::Final(StoreError::Backend(format!("postgres: {}", error_text(&e))))
@@ -194,7 +203,7 @@ impl PgStore {
             .build()
             .map_err(|e| StoreError::Backend(format!("postgres: {e}")))?;
         let (notices, _) = broadcast::channel(NOTICES);
-        let store = PgStore {
+        let mut store = PgStore {
             io: Some(io),
             handle,
             pool,
@@ -202,15 +211,19 @@ impl PgStore {
             url,
             worker: ulid::Ulid::new().to_string(),
             held: Mutex::new(HashMap::new()),
+            unreleased: Arc::default(),
+            registered: false,
             notices,
         };
         store.migrate()?;
         store.register()?;
+        store.registered = true;
         store.handle.spawn(heartbeat(
             store.pool.clone(),
             store.sql.clone(),
             store.worker.clone(),
             store.url.lease,
+            store.unreleased.clone(),
         ));
         store.handle.spawn(listen(
             config,
@@ -259,12 +272,15 @@ impl PgStore {
         Fut: Future<Output = Result<T, Fail>>,
     {
         let _entered = self.handle.enter();
-        futures::executor::block_on(async {
+        // Unconstrained: tokio's cooperative budget is that of the task this thread was
+        // running, and nothing here would ever give it back (the futures would spin).
+        futures::executor::block_on(tokio::task::unconstrained(async {
             let started = tokio::time::Instant::now();
             let mut pause = FIRST_BACKOFF;
             loop {
                 let attempt = match self.pool.get().await {
                     Ok(client) => op(client).await,
+                    Err(deadpool_postgres::PoolError::Backend(e)) => Err(Fail::from(e)),
                     Err(e) => Err(Fail::Lost(e.to_string())),
                 };
                 match attempt {
@@ -283,13 +299,42 @@ impl PgStore {
                     }
                 }
             }
-        })
+        }))
     }
 
-    /// Creates the schema when missing and applies the migrations it lacks.
+    /// Creates the schema when missing and applies the migrations it lacks. A schema at this
+    /// weft's version is used as it is, so a role that may not create schemas (`CREATE` on the
+    /// database) can use one made for it.
     fn migrate(&self) -> Result<(), StoreError> {
         let sql = self.sql.clone();
         let name = self.url.schema.clone();
+        let current = self.call("read the schema's version", |c| {
+            let sql = &sql;
+            async move {
+                let read = c
+                    .query_opt(
+                        &sql.q("SELECT value FROM {s}.meta WHERE key = 'version'"),
+                        &[],
+                    )
+                    .await;
+                match read {
+                    Ok(row) => Ok(row.and_then(|r| r.get::<_, String>(0).parse::<i32>().ok())),
+                    // No schema or no table yet: made below.
+                    Err(e)
+                        if e.code().is_some_and(|c| {
+                            *c == tokio_postgres::error::SqlState::UNDEFINED_TABLE
+                                || *c == tokio_postgres::error::SqlState::INVALID_SCHEMA_NAME
+                        }) =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+        })?;
+        if current == Some(schema::VERSION) {
+            return Ok(());
+        }
         self.call("create the schema", |mut c| {
             let sql = sql.clone();
             let name = name.clone();
@@ -350,10 +395,11 @@ impl PgStore {
                     &[worker, host, &pid, &lease_ms],
                 )
                 .await?;
-                c.execute(
-                    &sql.q("DELETE FROM {s}.workers WHERE alive_until < now() - interval '1 day'"),
-                    &[],
-                )
+                // Workers gone for a day, and requests nobody read back within one.
+                c.batch_execute(&sql.q(
+                    "DELETE FROM {s}.workers WHERE alive_until < now() - interval '1 day'; \
+                     DELETE FROM {s}.requests WHERE created_at < now() - interval '1 day'",
+                ))
                 .await?;
                 Ok(())
             }
@@ -380,11 +426,26 @@ fn lease_ms(lease: Duration) -> f64 {
     lease.as_secs_f64() * 1000.0
 }
 
-/// Keeps this process's `alive_until` ahead of now, three beats per lease.
-async fn heartbeat(pool: Pool, sql: Arc<Sql>, worker: String, lease: Duration) {
+/// Lets a run go (`$1` run, `$2` worker, `$3` epoch), announcing it on `$4` when it still has
+/// to run.
+const RELEASE: &str = "WITH r AS (UPDATE {s}.runs SET owner = NULL \
+      WHERE run_id = $1 AND owner = $2 AND epoch = $3 RETURNING status) \
+    SELECT pg_notify($4, $1) FROM r WHERE status IN ('pending', 'running')";
+
+/// Keeps this process's `alive_until` ahead of now, three beats per lease, and lets go the
+/// runs whose release failed (the server away), so that nobody waits on a process that no
+/// longer drives them.
+async fn heartbeat(
+    pool: Pool,
+    sql: Arc<Sql>,
+    worker: String,
+    lease: Duration,
+    unreleased: Arc<Mutex<Vec<(String, i64)>>>,
+) {
     let statement = sql.q(
         "UPDATE {s}.workers SET alive_until = now() + $2 * interval '1 millisecond' WHERE id = $1",
     );
+    let release = sql.q(RELEASE);
     let mut tick = tokio::time::interval(lease / 3);
     loop {
         tick.tick().await;
@@ -392,7 +453,15 @@ async fn heartbeat(pool: Pool, sql: Arc<Sql>, worker: String, lease: Duration) {
             let c = pool.get().await.map_err(|e| e.to_string())?;
             c.execute(&statement, &[&worker, &lease_ms(lease)])
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            let runs = std::mem::take(&mut *lock(&unreleased));
+            for (i, (run, epoch)) in runs.iter().enumerate() {
+                if let Err(e) = c.query(&release, &[run, &worker, epoch, &sql.work]).await {
+                    lock(&unreleased).extend(runs[i..].iter().cloned());
+                    return Err(e.to_string());
+                }
+            }
+            Ok(())
         };
         if let Err(e) = beat.await {
             tracing::warn!("postgres: heartbeat of worker {worker} failed: {e}");
@@ -475,7 +544,9 @@ async fn listen(
 
 impl Drop for PgStore {
     fn drop(&mut self) {
-        if let Err(e) = SharedStore::close(self) {
+        if self.registered
+            && let Err(e) = SharedStore::close(self)
+        {
             tracing::warn!("{e}");
         }
         if let Some(io) = self.io.take() {
@@ -840,19 +911,19 @@ impl Store for PgStore {
         let Some(epoch) = lock(&self.held).remove(run_id) else {
             return Ok(());
         };
-        self.call("let a run go", |c| {
+        let released = self.call("let a run go", |c| {
             let sql = &self.sql;
             async move {
-                c.query(
-                    &sql.q("WITH r AS (UPDATE {s}.runs SET owner = NULL \
-                           WHERE run_id = $1 AND owner = $2 AND epoch = $3 RETURNING status) \
-                         SELECT pg_notify($4, $1) FROM r WHERE status IN ('pending', 'running')"),
-                    &[&run_id, &self.worker, &epoch, &sql.work],
-                )
-                .await?;
+                c.query(&sql.q(RELEASE), &[&run_id, &self.worker, &epoch, &sql.work])
+                    .await?;
                 Ok(())
             }
-        })
+        });
+        if released.is_err() {
+            // Let go by the heartbeat once the server answers again, so workers can take it up.
+            lock(&self.unreleased).push((run_id.to_owned(), epoch));
+        }
+        released
     }
 
     fn shared(&self) -> Option<&dyn SharedStore> {
