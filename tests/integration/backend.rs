@@ -68,10 +68,68 @@ pub fn postgres_url() -> Option<String> {
     let cluster = cluster()?;
     let n = SCHEMAS.fetch_add(1, Ordering::Relaxed);
     Some(format!(
-        "postgres://{ROLE}@/postgres?host={}&schema=t_{}_{n}",
+        // A short lease: a killed process's runs are taken up within seconds.
+        "postgres://{ROLE}@/postgres?host={}&schema=t_{}_{n}&lease_ms=2000",
         cluster.socket_dir.display(),
         std::process::id()
     ))
+}
+
+/// Runs `statement` on the schema of `url` (a store URL [`postgres_url`] gave; `{s}` in the
+/// statement stands for its schema) and returns the first column of each row, a `bytea`. For
+/// tests that look at or damage what a PostgreSQL store holds, as others do with sled's files.
+pub fn query_bytes(url: &str, statement: &str) -> Vec<Vec<u8>> {
+    sql(url, statement, |client, statement| async move {
+        let rows = client.query(&statement, &[]).await?;
+        Ok(rows.iter().map(|r| r.get::<_, Vec<u8>>(0)).collect())
+    })
+}
+
+/// Runs `statement` (as [`query_bytes`]) and returns how many rows it changed.
+pub fn execute(url: &str, statement: &str) -> u64 {
+    sql(url, statement, |client, statement| async move {
+        client.execute(&statement, &[]).await
+    })
+}
+
+/// Connects to this process's cluster and runs `op` with `statement`, its `{s}` replaced by the
+/// schema `url` names; on a thread of its own, so async tests may call it too.
+fn sql<T, F, Fut>(url: &str, statement: &str, op: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce(tokio_postgres::Client, String) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+{
+    let cluster = cluster().expect("a store URL was given, so the cluster runs");
+    let schema = url
+        .split(['?', '&'])
+        .find_map(|p| p.strip_prefix("schema="))
+        .unwrap_or_else(|| panic!("{url} names no schema"))
+        .to_owned();
+    let statement = statement.replace("{s}", &schema);
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host_path(&cluster.socket_dir)
+        .user(ROLE)
+        .dbname("postgres");
+    std::thread::spawn(move || {
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio");
+        tokio.block_on(async move {
+            let (client, connection) = config
+                .connect(tokio_postgres::NoTls)
+                .await
+                .expect("connect to the tests' cluster");
+            tokio::spawn(connection);
+            op(client, statement.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{statement}: {e}"))
+        })
+    })
+    .join()
+    .expect("the SQL thread")
 }
 
 /// A running cluster.
@@ -80,6 +138,21 @@ struct Cluster {
     socket_dir: PathBuf,
     /// The directory holding `initdb` and `pg_ctl` (and `psql`, with Debian's packages).
     bin: PathBuf,
+    /// Its data directory (`pg_ctl -D`).
+    data: PathBuf,
+    /// The user it runs as (`None`: this process's).
+    user: Option<String>,
+}
+
+/// This process's cluster's data directory and a `pg_ctl` command run as the cluster's user
+/// (arguments still to add), for tests that stop or restart the server; `None` when
+/// PostgreSQL is missing. Its log file is `postgres.log` beside the data directory.
+pub fn pg_ctl() -> Option<(PathBuf, Command)> {
+    let cluster = cluster()?;
+    Some((
+        cluster.data.clone(),
+        command_as(cluster.user.as_deref(), &cluster.bin.join("pg_ctl")),
+    ))
 }
 
 /// This process's cluster, started on the first call; `None` when PostgreSQL is missing.
@@ -242,6 +315,8 @@ fn start(bin: &Path) -> Result<Cluster, String> {
     Ok(Cluster {
         socket_dir,
         bin: bin.to_path_buf(),
+        data,
+        user,
     })
 }
 

@@ -123,17 +123,41 @@ impl Out {
 /// A temporary home and the directory its workflow files are written to.
 pub(crate) struct Home {
     dir: tempfile::TempDir,
+    /// `--store URL` for every command on this home in postgres mode; none on sled.
+    store: Vec<String>,
 }
 
 impl Home {
+    /// A home on the tests' backend: every `weft` command on it uses the same store.
     pub(crate) fn new() -> Home {
+        let mut home = Home::sled();
+        home.store = crate::common::store_args_for(&home.home());
+        home
+    }
+
+    /// A home on the sled store whatever the tests' backend, for what only sled has: the home
+    /// lock, the control socket (S118), the database files.
+    pub(crate) fn sled() -> Home {
         let dir = tempfile::tempdir().expect("temp dir");
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).expect("create home");
         let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
         std::fs::create_dir_all(&cache).expect("create the shared plugin cache");
         std::os::unix::fs::symlink(&cache, home.join("cache")).expect("link the plugin cache");
-        Home { dir }
+        Home {
+            dir,
+            store: Vec::new(),
+        }
+    }
+
+    /// The runtime settings of an embedder opening this home beside its `weft` commands: the
+    /// same store as theirs.
+    pub(crate) fn config(&self) -> weft::driver::RuntimeConfig {
+        if self.store.is_empty() {
+            crate::common::sled_config()
+        } else {
+            crate::common::config_for(&self.home())
+        }
     }
 
     pub(crate) fn home(&self) -> PathBuf {
@@ -155,9 +179,11 @@ impl Home {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
         cmd.env_remove("WEFT_HOME")
             .env_remove("WEFT_LOG")
+            .env_remove("WEFT_STORE")
             .current_dir(self.dir.path())
             .arg("--home")
             .arg(self.home())
+            .args(&self.store)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -923,7 +949,8 @@ fn s106_watch_prints_json_lines_from_seq_1_and_stops_at_run_suspended() {
 
 #[test]
 fn s106_watch_follow_keeps_following_through_a_suspension_until_the_end() {
-    let home = Home::new();
+    // The control socket of a home held by one process (S118): sled only.
+    let home = Home::sled();
     let file = home.file("suspend.yaml", SUSPEND);
     assert_eq!(
         home.weft(&["run", path_str(&file), "--run-id", "f"]).code,
@@ -967,7 +994,8 @@ fn s106_watch_follow_keeps_following_through_a_suspension_until_the_end() {
 
 #[test]
 fn s106_s118_watch_follow_served_by_the_holder_follows_through_a_suspension() {
-    let home = Home::new();
+    // The control socket of a home held by one process (S118): sled only.
+    let home = Home::sled();
     let file = home.file("suspend.yaml", SUSPEND);
     // `weft serve` holds the home; every other command below is served by it.
     let mut server = home.spawn(&["serve", "--addr", "127.0.0.1:0"]);
@@ -1091,7 +1119,8 @@ fn s105_plugin_inspect_prints_the_steps_with_their_schemas() {
 
 #[test]
 fn s118_a_second_process_is_served_by_the_holder_and_its_cancel_makes_run_exit_4() {
-    let home = Home::new();
+    // The control socket of a home held by one process (S118): sled only.
+    let home = Home::sled();
     let suspend = home.file("suspend.yaml", SUSPEND);
     assert_eq!(
         home.weft(&["run", path_str(&suspend), "--run-id", "s"])
@@ -1209,7 +1238,8 @@ fn s118_a_second_process_is_served_by_the_holder_and_its_cancel_makes_run_exit_4
 
 #[test]
 fn s118_a_client_served_when_the_holder_ends_still_gets_its_output_and_exit_code() {
-    let home = Home::new();
+    // The control socket of a home held by one process (S118): sled only.
+    let home = Home::sled();
     let file = home.file("wait.yaml", WAIT);
     let short = home.file("short.yaml", &WAIT.replace("max-ms: 60000", "max-ms: 3000"));
     let mut holder = home.spawn(&["run", path_str(&file), "--run-id", "held"]);
@@ -1234,7 +1264,8 @@ fn s118_a_client_served_when_the_holder_ends_still_gets_its_output_and_exit_code
 
 #[test]
 fn s118_a_stale_socket_file_is_replaced() {
-    let home = Home::new();
+    // The control socket of a home held by one process (S118): sled only.
+    let home = Home::sled();
     let file = home.file("inc.yaml", INC);
 
     // A plain file where the socket belongs.

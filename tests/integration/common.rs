@@ -69,8 +69,16 @@ pub fn config() -> RuntimeConfig {
     with_store(sled_config(), backend::store_url())
 }
 
-/// Default settings on the sled store, with the shared compiled-plugin cache.
-fn sled_config() -> RuntimeConfig {
+/// [`config`] and its store URL (`None` on sled), for tests that look into the store itself.
+pub fn config_and_url() -> (RuntimeConfig, Option<String>) {
+    let url = backend::store_url();
+    (with_store(sled_config(), url.clone()), url)
+}
+
+/// Default settings on the sled store whatever the tests' backend, with the shared
+/// compiled-plugin cache: for tests of what only sled has (its files in the home, its format
+/// marker, the home lock).
+pub fn sled_config() -> RuntimeConfig {
     let mut config = RuntimeConfig::default();
     config.host.cache_dir = Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache"));
     config

@@ -267,30 +267,49 @@ fn edited(bytes: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
     serde_json::to_vec(&value).expect("JSON")
 }
 
+/// The store of `home` as its `weft` commands see it ([`Home::new`]): the sled store in the
+/// home, or the home's PostgreSQL schema in postgres mode. Dropped, it lets go of every run it
+/// claimed or made.
+fn store_of(home: &std::path::Path) -> Box<dyn weft::store::Store> {
+    match crate::backend::store_url_for(home) {
+        Some(url) => Box::new(weft::store::PgStore::open(&url).expect("open the store")),
+        None => Box::new(weft::store::SledStore::open(home, 8).expect("open the store")),
+    }
+}
+
+/// Replaces the snapshot of `run` (a run no process drives) with `snapshot`.
+fn put_snapshot(store: &dyn weft::store::Store, run: &str, snapshot: &[u8]) {
+    // On a shared store only the process holding a run writes it (a no-op on sled).
+    assert_eq!(
+        store.claim(run).expect("claim"),
+        weft::store::Claim::Ours,
+        "nobody drives {run}"
+    );
+    store.put_snapshot(run, snapshot).expect("write");
+}
+
 /// Writes bad entries into `home`'s store through the store's own interface: runs `newer`
 /// (snapshot of a newer format), `broken` (snapshot naming an entry the graph lacks),
 /// `garbled` (snapshot that is not JSON), `newgraph` (graph of a newer format) and `orphan`
 /// (running, no process drives it, first state of a newer format). `good` stays as it is.
 fn spoil(home: &std::path::Path) {
-    use weft::store::{SledStore, Store};
-    let store = SledStore::open(home, 8).expect("open the store");
+    let store = store_of(home);
+    let store = store.as_ref();
     let snapshot = |run: &str| store.snapshot(run).expect("read").expect("a snapshot");
     let newer = edited(&snapshot("newer"), |v| v["state"]["format"] = json!(7));
-    store.put_snapshot("newer", &newer).expect("write");
+    put_snapshot(store, "newer", &newer);
     let broken = edited(&snapshot("broken"), |v| {
         v["state"]["root"]["current"]["entry"] = json!(999)
     });
-    store.put_snapshot("broken", &broken).expect("write");
-    store
-        .put_snapshot("garbled", b"{\"covers\": [")
-        .expect("write");
+    put_snapshot(store, "broken", &broken);
+    put_snapshot(store, "garbled", b"{\"covers\": [");
 
     for (run, graph_format, state_format, status) in [
         ("newgraph", 7, 1, RunStatus::Suspended),
         ("orphan", 1, 7, RunStatus::Running),
     ] {
         plant_copy(
-            &store,
+            store,
             "good",
             run,
             status,
@@ -305,14 +324,14 @@ fn spoil(home: &std::path::Path) {
 /// interface: its stored graph changed by `graph`, its first state (given `run` as its id)
 /// by `state`.
 fn plant_copy(
-    store: &weft::store::SledStore,
+    store: &dyn weft::store::Store,
     good: &str,
     run: &str,
     status: RunStatus,
     graph: impl FnOnce(&mut Value),
     state: impl FnOnce(&mut Value),
 ) {
-    use weft::store::{NewRun, Store};
+    use weft::store::NewRun;
     let definition = edited(
         &store.definition(good).expect("read").expect("graph"),
         graph,
@@ -387,7 +406,7 @@ async fn stored_entries_of_a_newer_format_or_corrupt_are_refused_naming_the_run(
     assert_eq!(resumed.code, 3, "suspended again at `second`: {resumed:?}");
 
     // The same through the embedding API.
-    let rt = weft::driver::Runtime::open(&home.home(), crate::common::config()).expect("open");
+    let rt = weft::driver::Runtime::open(&home.home(), home.config()).expect("open");
     let err = rt.show("newer").await.expect_err("refused").to_string();
     assert_eq!(err, newer);
     let err = rt.recover("orphan").await.expect_err("refused").to_string();
@@ -501,9 +520,15 @@ steps:
 /// Stores `orphan`, a copy of run `good` as it was first stored (pending), as if the process
 /// that stored it died before driving it (S114).
 fn orphan_of(home: &std::path::Path, good: &str, orphan: &str) {
-    use weft::store::{SledStore, Store};
-    let store = SledStore::open(home, 8).expect("open the store");
-    plant_copy(&store, good, orphan, RunStatus::Pending, |_| {}, |_| {});
+    let store = store_of(home);
+    plant_copy(
+        store.as_ref(),
+        good,
+        orphan,
+        RunStatus::Pending,
+        |_| {},
+        |_| {},
+    );
     store.sync().expect("sync");
 }
 
@@ -524,7 +549,7 @@ async fn s101_s114_recover_drives_an_orphaned_run_and_refuses_a_suspended_one() 
     assert_eq!(out.code, 3, "recovered and suspended at `first`: {out:?}");
     assert_eq!(out.json()["suspended"][0]["path"], "first");
 
-    let rt = weft::Runtime::open(&home.home(), crate::common::config()).expect("open");
+    let rt = weft::Runtime::open(&home.home(), home.config()).expect("open");
     rt.recover("orphan").await.expect("recovered");
     let rec = tokio::time::timeout(HANG_GUARD, rt.wait("orphan"))
         .await
@@ -577,8 +602,10 @@ async fn s101_s103_recover_takes_over_a_run_whose_weft_process_was_killed() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
         .env_remove("WEFT_HOME")
         .env_remove("WEFT_LOG")
+        .env_remove("WEFT_STORE")
         .arg("--home")
         .arg(home.home())
+        .args(crate::common::store_args_for(&home.home()))
         .args([
             "run",
             path_str(&file),
@@ -614,7 +641,7 @@ async fn s101_s103_recover_takes_over_a_run_whose_weft_process_was_killed() {
     let later = SystemClock.now_ms() + 2 * 3_600_000;
     let rt = Runtime::open(
         &home.home(),
-        crate::common::config().with_clock(ManualClock::new(later)),
+        home.config().with_clock(ManualClock::new(later)),
     )
     .expect("open the home the dead process held");
     let rec = rt.show("held").await.expect("show");

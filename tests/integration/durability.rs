@@ -25,9 +25,15 @@ steps:
   - map: { id: out, expr: '{ n: .init.n, last: .steps.s6 }' }
 "#;
 
+/// `weft --home HOME` on the tests' backend (`--store URL`, one schema per home, in postgres
+/// mode).
 fn weft(home: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
-    c.arg("--home").arg(home).stdin(Stdio::null());
+    c.env_remove("WEFT_STORE")
+        .arg("--home")
+        .arg(home)
+        .args(crate::common::store_args_for(home))
+        .stdin(Stdio::null());
     c
 }
 

@@ -7,7 +7,10 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::torture::{Home, http, name_of, run_weft, serve, workflows_of};
+// A full disk under sled's database in the home: sled only, whatever the tests' backend.
+use crate::torture::{
+    Home, http, name_of, run_weft_sled as run_weft, serve_sled as serve, workflows_of,
+};
 
 /// A tmpfs mounted on a temporary directory, unmounted when dropped.
 struct Tmpfs {
@@ -249,7 +252,7 @@ fn a_damaged_database_is_reported_in_sentences_without_debug_dumps_or_colour_cod
     )
     .expect("write");
     // With sled's own log on, to see that log lines are plain text too.
-    let mut cmd = crate::torture::weft(&home, &["runs"]);
+    let mut cmd = crate::torture::weft_sled(&home, &["runs"]);
     cmd.env("WEFT_LOG", "warn");
     let out = crate::torture::Proc::start(cmd).finish();
     assert_eq!(out.code, 2, "{out:?}");

@@ -10,6 +10,7 @@ mod common;
 mod contract;
 mod core_contract;
 mod dev_model;
+mod distributed;
 mod driver_api;
 mod durability;
 mod full_disk;

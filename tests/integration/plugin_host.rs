@@ -214,6 +214,12 @@ async fn grants_that_contain_are_or_lie_inside_the_home_are_refused_before_anyth
     let env = Env::new();
     let home = env.rt.home().to_path_buf();
     let canonical_home = home.canonicalize().expect("home");
+    // A directory inside the home: sled's database; on PostgreSQL the home holds no directory
+    // of its own, so the test makes one.
+    let inside = home.join("db");
+    if !inside.is_dir() {
+        std::fs::create_dir(&inside).expect("a directory inside the home");
+    }
     let before = tree(&home);
     for (case, workflow, relation) in [
         // The workflow's directory `.` holds the home (the CLI's default home is `./.weft`).
@@ -229,7 +235,7 @@ async fn grants_that_contain_are_or_lie_inside_the_home_are_refused_before_anyth
         ),
         (
             "a directory inside the home",
-            writes_into(&home.join("db").display().to_string(), ".."),
+            writes_into(&inside.display().to_string(), ".."),
             "is inside the weft home",
         ),
     ] {

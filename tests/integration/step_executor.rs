@@ -17,7 +17,7 @@ use weft::executor::{StepExecutor, StepRequest};
 use weft::native::{NativeCall, NativeStep};
 use weft::plugin::{GuestEvent, PluginError, PluginHost, StepInfo};
 
-use crate::common::{Env, config, plugin_paths};
+use crate::common::{Env, config, config_for, plugin_paths};
 use crate::rules::{find, settle};
 
 /// What [`Probe`] saw of the one invocation it ran.
@@ -129,7 +129,7 @@ steps:
 fn crash_while_held(home: &Path, workflow: &Path, runs: usize) {
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
     tokio.block_on(async {
-        let rt = Runtime::open(home, config()).expect("open");
+        let rt = Runtime::open(home, config_for(home)).expect("open");
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         rt.register(
             "hold",
@@ -153,7 +153,7 @@ fn crash_while_held(home: &Path, workflow: &Path, runs: usize) {
 
 /// A runtime over `home` in which `hold` returns `{"n": 1}` at once.
 fn reopen(home: &Path) -> Runtime {
-    let rt = Runtime::open(home, config()).expect("open");
+    let rt = Runtime::open(home, config_for(home)).expect("open");
     rt.register(
         "hold",
         NativeStep::new(|_| async { Ok(StepOutcome::Done(json!({"n": 1}))) }),
@@ -213,23 +213,59 @@ fn s101_a_recovered_run_uses_the_plugin_the_host_has_loaded_without_reading_the_
     });
 }
 
-/// Does something to a stored blob.
-type Spoil = fn(&Path);
+/// Does something to the stored component with digest `digest` of the home `home`.
+type Spoil = fn(home: &Path, digest: &str);
+
+/// Removes the stored component: its blob file on sled, its row on PostgreSQL.
+fn remove_component(home: &Path, digest: &str) {
+    match crate::backend::store_url_for(home) {
+        Some(url) => assert_eq!(
+            crate::backend::execute(
+                &url,
+                &format!("DELETE FROM {{s}}.blobs WHERE digest = '{digest}'")
+            ),
+            1,
+            "the component's row"
+        ),
+        None => {
+            std::fs::remove_file(home.join("blobs/sha256").join(digest)).expect("remove the blob")
+        }
+    }
+}
+
+/// Replaces the stored component's bytes with others.
+fn damage_component(home: &Path, digest: &str) {
+    match crate::backend::store_url_for(home) {
+        Some(url) => assert_eq!(
+            crate::backend::execute(
+                &url,
+                &format!(
+                    "UPDATE {{s}}.blobs SET bytes = 'not the component'::bytea \
+                     WHERE digest = '{digest}'"
+                )
+            ),
+            1,
+            "the component's row"
+        ),
+        None => {
+            let blob = home.join("blobs/sha256").join(digest);
+            std::fs::remove_file(&blob).expect("remove the blob");
+            std::fs::write(blob, b"not the component").expect("write");
+        }
+    }
+}
 
 #[test]
 fn s101_a_recovered_run_whose_component_is_missing_or_damaged_in_the_home_fails_saying_so() {
     let spoils: [(&str, Spoil, &str); 2] = [
         (
             "missing",
-            |blob| std::fs::remove_file(blob).expect("remove the blob"),
-            "is not stored in this home (blobs/sha256): restore the blob, or start the workflow again from its file",
+            remove_component,
+            "is not in the store (the home's blobs/sha256, or the database's blobs table): restore it, or start the workflow again from its file",
         ),
         (
             "damaged",
-            |blob| {
-                std::fs::remove_file(blob).expect("remove the blob");
-                std::fs::write(blob, b"not the component").expect("write");
-            },
+            damage_component,
             "it is damaged; restore the original component",
         ),
     ];
@@ -243,7 +279,7 @@ fn s101_a_recovered_run_whose_component_is_missing_or_damaged_in_the_home_fails_
         let workflow = dir.path().join("held.yaml");
         std::fs::write(&workflow, plugin_paths(HELD)).expect("write workflow");
         crash_while_held(&home, &workflow, 1);
-        spoil(&home.join("blobs/sha256").join(&digest));
+        spoil(&home, &digest);
 
         let tokio = tokio::runtime::Runtime::new().expect("tokio");
         tokio.block_on(async {

@@ -387,7 +387,7 @@ mod shared_postgres {
     }
 
     #[test]
-    fn a_run_held_by_one_process_is_claimed_elsewhere_and_not_written_by_the_other() {
+    fn s127_a_run_held_by_one_process_is_claimed_elsewhere_and_not_written_by_the_other() {
         let Some((a, b)) = two_processes() else {
             return;
         };
@@ -415,7 +415,7 @@ mod shared_postgres {
     }
 
     #[test]
-    fn after_a_release_the_other_process_claims_the_run_and_fences_the_first_out() {
+    fn s127_after_a_release_the_other_process_claims_the_run_and_fences_the_first_out() {
         let Some((a, b)) = two_processes() else {
             return;
         };

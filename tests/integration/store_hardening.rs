@@ -11,17 +11,20 @@ use weft::engine::ResumeRequest;
 use weft::store::{NewRun, RunSummary, SledStore, Store};
 
 use crate::cli::{INC, Out};
-use crate::common::{Env, config, plugin_paths};
+use crate::common::{Env, config, plugin_paths, sled_config};
 use crate::server::{http, serve};
 
-/// Runs `weft --home HOME ARGS...` in `dir` to its end.
-fn weft(dir: &Path, home: &Path, args: &[&str]) -> Out {
+/// Runs `weft --home HOME STORE ARGS...` in `dir` to its end; `store` is `--store URL` or
+/// nothing (the sled store in the home).
+fn weft(dir: &Path, home: &Path, store: &[String], args: &[&str]) -> Out {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
         .env_remove("WEFT_HOME")
         .env_remove("WEFT_LOG")
+        .env_remove("WEFT_STORE")
         .current_dir(dir)
         .arg("--home")
         .arg(home)
+        .args(store)
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -36,13 +39,29 @@ fn weft(dir: &Path, home: &Path, args: &[&str]) -> Out {
 /// A temporary directory with a workflow file in it, for runs of the real binary.
 struct Dir {
     dir: tempfile::TempDir,
+    /// `--store URL` for every command on its home in postgres mode; none on sled.
+    store: Vec<String>,
 }
 
 impl Dir {
+    /// A directory whose home is on the tests' backend.
     fn new() -> Dir {
+        let mut dir = Dir::sled();
+        dir.store = crate::common::store_args_for(&dir.home());
+        dir
+    }
+
+    /// A directory whose home is on the sled store whatever the tests' backend.
+    fn sled() -> Dir {
         Dir {
             dir: tempfile::tempdir().expect("temp dir"),
+            store: Vec::new(),
         }
+    }
+
+    /// The PostgreSQL store of its home in postgres mode.
+    fn store_url(&self) -> Option<&str> {
+        self.store.get(1).map(String::as_str)
     }
 
     fn home(&self) -> PathBuf {
@@ -56,7 +75,7 @@ impl Dir {
     }
 
     fn weft(&self, args: &[&str]) -> Out {
-        weft(self.dir.path(), &self.home(), args)
+        weft(self.dir.path(), &self.home(), &self.store, args)
     }
 }
 
@@ -249,7 +268,8 @@ fn set_format_marker(home: &Path, marker: Option<&str>) {
 
 #[test]
 fn a_home_of_another_store_format_is_refused_with_what_to_do() {
-    let dir = Dir::new();
+    // The format marker of sled's database in the home: sled only.
+    let dir = Dir::sled();
     let wf = dir.file("inc.yaml", INC);
     let out = dir.weft(&["run", wf.to_str().expect("utf-8"), "--input", r#"{"n":1}"#]);
     assert_eq!(out.code, 0, "{out:?}");
@@ -275,7 +295,8 @@ fn a_home_of_another_store_format_is_refused_with_what_to_do() {
 async fn a_fresh_home_is_marked_with_the_current_format() {
     let dir = tempfile::tempdir().expect("temp dir");
     let home = dir.path().join("home");
-    drop(Runtime::open(&home, config()).expect("open"));
+    // The format marker of sled's database in the home: sled only (no `store`).
+    drop(Runtime::open(&home, sled_config()).expect("open"));
     let db = sled::open(home.join("db")).expect("open the database directly");
     let marker = db.get("weft-store-format").expect("read").expect("marked");
     assert_eq!(
@@ -303,7 +324,8 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 #[tokio::test]
 async fn s10_many_runs_store_a_component_once_outside_the_database() {
-    let env = Env::new();
+    let (config, url) = crate::common::config_and_url();
+    let env = Env::with_config(config);
     let file = env.file("inc.yaml", INC);
     for n in 0..20 {
         // Loaded afresh each time, as `weft serve` loads a workflow per request.
@@ -325,6 +347,26 @@ async fn s10_many_runs_store_a_component_once_outside_the_database() {
     );
     let home = env.rt.home();
     let wasm = std::fs::read(weft_guests::TESTKIT).expect("read the plugin");
+    let window = &wasm[wasm.len() / 2..wasm.len() / 2 + 4096];
+    if let Some(url) = &url {
+        // On PostgreSQL the blobs are rows of their own table, outside the runs' rows.
+        let stored = crate::backend::query_bytes(url, "SELECT bytes FROM {s}.blobs");
+        assert_eq!(stored.len(), 2, "one component and one definition");
+        assert!(stored.contains(&wasm), "the component is a blob");
+        for column in [
+            "SELECT base FROM {s}.runs",
+            "SELECT snapshot FROM {s}.runs WHERE snapshot IS NOT NULL",
+            "SELECT record FROM {s}.records",
+        ] {
+            for bytes in crate::backend::query_bytes(url, column) {
+                assert!(
+                    !bytes.windows(window.len()).any(|w| w == window),
+                    "{column} holds the component"
+                );
+            }
+        }
+        return;
+    }
     let blobs = files_under(&home.join("blobs"));
     // One component and one definition, however many runs.
     assert_eq!(blobs.len(), 2, "{blobs:?}");
@@ -334,7 +376,6 @@ async fn s10_many_runs_store_a_component_once_outside_the_database() {
         .collect();
     assert!(stored.contains(&wasm), "the component is a blob");
     // The component's bytes are nowhere in the database.
-    let window = &wasm[wasm.len() / 2..wasm.len() / 2 + 4096];
     for db_file in files_under(&home.join("db")) {
         let bytes = std::fs::read(&db_file).expect("read");
         assert!(
@@ -370,8 +411,11 @@ fn s10_resume_uses_the_stored_component_after_the_file_changed() {
     std::fs::remove_file(&kit).expect("remove the plugin");
     let out = dir.weft(&["run", "--from-step", "after", "--of", "r1", "--json"]);
     assert_eq!(out.code, 0, "{out:?}");
-    let blobs = files_under(&dir.home().join("blobs"));
-    assert_eq!(blobs.len(), 2, "{blobs:?}");
+    let blobs = match dir.store_url() {
+        Some(url) => crate::backend::query_bytes(url, "SELECT bytes FROM {s}.blobs").len(),
+        None => files_under(&dir.home().join("blobs")).len(),
+    };
+    assert_eq!(blobs, 2, "one component and one definition");
 }
 
 /// The permission bits of `path`.
@@ -405,7 +449,8 @@ fn assert_private(home: &Path) {
 
 #[tokio::test]
 async fn a_home_and_everything_in_it_are_private_to_its_owner() {
-    let env = Env::new();
+    // The files of sled's database and blobs in the home: sled only (no `store`).
+    let env = Env::with_config(sled_config());
     let rec = env.run(INC, json!({"n": 1})).await;
     assert_eq!(rec.result, Some(json!({"n": 2})));
     let home = env.rt.home();
@@ -418,10 +463,12 @@ async fn a_home_and_everything_in_it_are_private_to_its_owner() {
 #[test]
 fn the_binary_makes_its_home_cache_and_control_socket_private() {
     use std::io::BufRead;
-    let dir = Dir::new();
+    // The control socket of a home held by one process: sled only (no `--store`).
+    let dir = Dir::sled();
     let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
         .env_remove("WEFT_HOME")
         .env_remove("WEFT_LOG")
+        .env_remove("WEFT_STORE")
         .arg("--home")
         .arg(dir.home())
         .args(["serve", "--addr", "127.0.0.1:0"])
@@ -834,7 +881,8 @@ steps:
 fn home_with_runs(home: &Path) {
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
     tokio.block_on(async {
-        let rt = Runtime::open(home, config()).expect("open");
+        // A damaged sled database: sled only (no `store`).
+        let rt = Runtime::open(home, sled_config()).expect("open");
         let file = home.with_file_name("inc.yaml");
         std::fs::write(&file, plugin_paths(INC)).expect("write workflow");
         let w = rt.load_workflow(&file).await.expect("load");
@@ -850,7 +898,8 @@ fn home_with_runs(home: &Path) {
 
 #[test]
 fn a_truncated_database_is_refused_with_what_to_do_never_a_panic() {
-    let dir = Dir::new();
+    // sled's database file in the home: sled only.
+    let dir = Dir::sled();
     let original = dir.dir.path().join("original");
     home_with_runs(&original);
     let db_len = std::fs::metadata(original.join("db/db"))
@@ -871,7 +920,7 @@ fn a_truncated_database_is_refused_with_what_to_do_never_a_panic() {
             .expect("open the db file");
         db.set_len(cut).expect("truncate");
         drop(db);
-        let out = weft(dir.dir.path(), &home, &["runs"]);
+        let out = weft(dir.dir.path(), &home, &[], &["runs"]);
         assert!(
             !out.stderr.contains("panicked at") && !out.stderr.contains("RUST_BACKTRACE"),
             "cut at {cut}: {out:?}"

@@ -88,11 +88,21 @@ impl Home {
     }
 }
 
-/// `weft --home HOME ARGS...`, output piped, run in the home's parent directory.
+/// `weft --home HOME ARGS...` on the tests' backend (`--store URL`, one schema per home, in
+/// postgres mode), output piped, run in the home's parent directory.
 pub fn weft(home: &Path, args: &[&str]) -> Command {
+    let mut cmd = weft_sled(home, &[]);
+    cmd.args(crate::common::store_args_for(home)).args(args);
+    cmd
+}
+
+/// [`weft`] on the sled store in the home whatever the tests' backend, for what only sled has
+/// (its database files, the home lock, the control socket).
+pub fn weft_sled(home: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
     cmd.env_remove("WEFT_HOME")
         .env_remove("WEFT_LOG")
+        .env_remove("WEFT_STORE")
         .current_dir(home.parent().unwrap_or(home))
         .arg("--home")
         .arg(home)
@@ -236,19 +246,31 @@ impl Drop for Proc {
     }
 }
 
-/// Runs `weft --home HOME ARGS...` to its end.
+/// Runs `weft --home HOME ARGS...` ([`weft`]) to its end.
 pub fn run_weft(home: &Path, args: &[&str]) -> Out {
     Proc::start(weft(home, args)).finish()
 }
 
-/// Starts `weft serve` on a free loopback port, starting workflows from `workflows`; returns it
-/// and its address.
+/// [`run_weft`] on the sled store ([`weft_sled`]).
+pub fn run_weft_sled(home: &Path, args: &[&str]) -> Out {
+    Proc::start(weft_sled(home, args)).finish()
+}
+
+/// Starts `weft serve` ([`weft`]) on a free loopback port, starting workflows from
+/// `workflows`; returns it and its address.
 pub fn serve(home: &Path, workflows: &Path) -> (Proc, SocketAddr) {
+    serve_with(weft(home, &[]), workflows)
+}
+
+/// [`serve`] on the sled store ([`weft_sled`]).
+pub fn serve_sled(home: &Path, workflows: &Path) -> (Proc, SocketAddr) {
+    serve_with(weft_sled(home, &[]), workflows)
+}
+
+fn serve_with(mut cmd: Command, workflows: &Path) -> (Proc, SocketAddr) {
     let workflows = workflows.to_str().expect("a UTF-8 path");
-    let mut proc = Proc::start(weft(
-        home,
-        &["serve", "--addr", "127.0.0.1:0", "--workflows", workflows],
-    ));
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--workflows", workflows]);
+    let mut proc = Proc::start(cmd);
     let line = proc.expect_line("serving http://");
     let addr = line
         .split("serving http://")
@@ -375,12 +397,21 @@ steps:
   - map: { id: b, expr: '{ n: (.steps.a.n + 1) }' }
 "#;
 
+/// The store of `home` as its `weft` commands ([`weft`]) see it: the sled store in the home, or
+/// the home's PostgreSQL schema in postgres mode. Dropped, it lets go of the runs it made.
+fn store_of(home: &Path) -> Box<dyn weft::store::Store> {
+    match crate::backend::store_url_for(home) {
+        Some(url) => Box::new(weft::store::PgStore::open(&url).expect("open the store")),
+        None => Box::new(weft::store::SledStore::open(home, 8).expect("open the store")),
+    }
+}
+
 /// Stores a run next to the others through the store's own API, as a crash or a bad disk
 /// would leave it: `definition` and `base` as given, its summary `pending`, created `age_ms`
 /// after now (the newest runs are recovered first).
 fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64) {
-    use weft::store::{NewRun, RunSummary, SledStore, Store};
-    let store = SledStore::open(home, 8).expect("open the store");
+    use weft::store::{NewRun, RunSummary};
+    let store = store_of(home);
     let at = chrono::Utc::now().timestamp_millis() + age_ms;
     store
         .create_run(NewRun {
@@ -401,8 +432,7 @@ fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64)
 
 /// The stored definition and first state of `run_id`, the state's run id replaced by `as_id`.
 fn donated(home: &Path, run_id: &str, as_id: &str) -> (Vec<u8>, Value) {
-    use weft::store::{SledStore, Store};
-    let store = SledStore::open(home, 8).expect("open the store");
+    let store = store_of(home);
     let definition = store.definition(run_id).expect("read").expect("definition");
     let mut base: Value =
         serde_json::from_slice(&store.base(run_id).expect("read").expect("base")).expect("JSON");
@@ -500,13 +530,17 @@ steps:
 
 #[test]
 fn s118_a_forwarded_run_whose_holder_dies_says_its_run_is_stored_and_how_to_go_on() {
+    // The control socket of a home held by one process (S118): sled only.
     let home = Home::new();
     let hold = home.file("hold.yaml", HOLD);
     let hold = hold.to_str().expect("utf-8");
-    let mut holder = Proc::start(weft(&home.home(), &["run", hold, "--run-id", "holder"]));
+    let mut holder = Proc::start(weft_sled(
+        &home.home(),
+        &["run", hold, "--run-id", "holder"],
+    ));
     holder.expect_line("step-started wait");
     // Served by the holder (S118), which picks the run id.
-    let mut client = Proc::start(weft(&home.home(), &["run", hold]));
+    let mut client = Proc::start(weft_sled(&home.home(), &["run", hold]));
     client.expect_line("step-started wait");
     holder.kill();
     let out = client.finish();
@@ -524,7 +558,7 @@ fn s118_a_forwarded_run_whose_holder_dies_says_its_run_is_stored_and_how_to_go_o
         )),
         "{out:?}"
     );
-    let shown = run_weft(&home.home(), &["show", id, "--json"]);
+    let shown = run_weft_sled(&home.home(), &["show", id, "--json"]);
     assert_eq!(shown.code, 0, "{shown:?}");
     let record: Value = serde_json::from_str(shown.stdout.trim()).expect("JSON record");
     assert_eq!(record["status"], "running", "{record}");

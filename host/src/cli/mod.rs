@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::driver::{RunRecord, Runtime, RuntimeConfig, RuntimeError};
+use crate::driver::{Recovery, RunRecord, Runtime, RuntimeConfig, RuntimeError};
 use crate::engine::draw::{Format, draw};
 use crate::engine::expr::DEFAULT_STEP_BUDGET;
 use crate::engine::{Refusal, ResumeRequest, RunStatus};
@@ -226,7 +226,8 @@ pub enum Cmd {
         #[arg(long, default_value = "mermaid")]
         format: String,
     },
-    /// Serve the HTTP API and the web view; recover every run no process drives (S101).
+    /// Serve the HTTP API and the web view; recover every run no process drives (S101), and on
+    /// a shared store go on taking up runs whose process ended, as `weft worker` does.
     Serve {
         /// Where to listen.
         #[arg(long, default_value = "127.0.0.1:8080")]
@@ -561,7 +562,8 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                 "worker {} driving up to {concurrency} runs",
                 rt.shared_worker_id().unwrap_or_default()
             ));
-            match rt.work(concurrency.max(1), shutdown_signal()).await {
+            let report = |r: Recovery| print_recovery(&mut StdOutput, &r);
+            match rt.work(concurrency.max(1), shutdown_signal(), report).await {
                 Ok(()) => EXIT_OK,
                 Err(e) => {
                     out.err(&format!("error: {e}"));
@@ -661,32 +663,24 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             config.allowed_hosts = allow_hosts;
             config.cors_origins = cors_origins;
             match rt.recover_all().await {
-                Ok(report) => {
-                    let ids = &report.recovered;
-                    if !ids.is_empty() {
-                        out.err(&format!("recovered {} runs: {}", ids.len(), ids.join(", ")));
-                    }
-                    for failed in &report.failed {
-                        let then = if failed.marked_failed {
-                            "it is marked failed".to_owned()
-                        } else {
-                            format!(
-                                "it is left as it was; once the cause is fixed, recover it with `weft resume {}`",
-                                failed.run_id
-                            )
-                        };
-                        out.err(&format!(
-                            "error: run {} cannot be recovered: {}; {then}",
-                            failed.run_id, failed.error
-                        ));
-                    }
-                }
+                Ok(report) => print_recovery(out, &report),
                 Err(e) => out.err(&format!("error: cannot list the runs to recover: {e}")),
             }
             out.err(&format!(
                 "serving http://{bound} (home {})",
                 rt.home().display()
             ));
+            // On a shared store, the server is also a worker: it takes up runs whose process
+            // ended, as it recovered them at start (S129).
+            let work = async {
+                if rt.is_shared() {
+                    let report = |r: Recovery| print_recovery(&mut StdOutput, &r);
+                    let _ = rt
+                        .work(SERVE_CONCURRENCY, std::future::pending(), report)
+                        .await;
+                }
+                std::future::pending::<()>().await;
+            };
             tokio::select! {
                 r = crate::server::serve(rt.clone(), listener, config) => {
                     if let Err(e) = r {
@@ -694,6 +688,7 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
                         return EXIT_FAILED;
                     }
                 }
+                () = work => {}
                 () = shutdown_signal() => out.err("stopping"),
             }
             EXIT_OK
@@ -783,6 +778,31 @@ async fn dev_command(cmd: DevCmd, out: &mut dyn Output) -> i32 {
         }
     }
 }
+
+/// Tells what a recovery did: the runs recovered, and each that could not be, with what next.
+fn print_recovery(out: &mut dyn Output, report: &Recovery) {
+    let ids = &report.recovered;
+    if !ids.is_empty() {
+        out.err(&format!("recovered {} runs: {}", ids.len(), ids.join(", ")));
+    }
+    for failed in &report.failed {
+        let then = if failed.marked_failed {
+            "it is marked failed".to_owned()
+        } else {
+            format!(
+                "it is left as it was; once the cause is fixed, recover it with `weft resume {}`",
+                failed.run_id
+            )
+        };
+        out.err(&format!(
+            "error: run {} cannot be recovered: {}; {then}",
+            failed.run_id, failed.error
+        ));
+    }
+}
+
+/// The runs `weft serve` drives at once as a worker of a shared store before it takes up more.
+const SERVE_CONCURRENCY: usize = 64;
 
 /// Completes at Ctrl-C or SIGTERM (what a service manager sends to stop a process).
 async fn shutdown_signal() {

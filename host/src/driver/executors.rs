@@ -46,9 +46,9 @@ pub enum Unresolved {
         /// What is wrong.
         message: String,
     },
-    /// The home holds no component with the digest the graph names.
+    /// The store holds no component with the digest the graph names.
     #[error(
-        "plugin sha256:{digest} is not stored in this home (blobs/sha256): restore the blob, or start the workflow again from its file"
+        "plugin sha256:{digest} is not in the store (the home's blobs/sha256, or the database's blobs table): restore it, or start the workflow again from its file"
     )]
     NotStored {
         /// The digest.

@@ -231,6 +231,8 @@ struct Inner {
     /// Held (read) by each request of another process being answered here, so that
     /// [`Runtime::close`] answers them before it lets the runs go.
     answering: Arc<tokio::sync::RwLock<()>>,
+    /// Told when a run stops being driven here, so a worker looks for more at once.
+    freed: tokio::sync::Notify,
 }
 
 /// Where a watch ends.
@@ -323,6 +325,7 @@ impl Runtime {
                 metrics: metrics::Metrics::new(),
                 commits: std::sync::atomic::AtomicU64::new(0),
                 answering: Arc::new(tokio::sync::RwLock::new(())),
+                freed: tokio::sync::Notify::new(),
             }),
         };
         if let Some(notices) = notices {
@@ -717,8 +720,12 @@ impl Runtime {
             });
         }
         match self.ensure_live(run_id) {
-            // Another live process drives it: nothing to recover (S127).
-            Ok(_) | Err(RuntimeError::Elsewhere { .. }) => Ok(()),
+            Ok(_) => Ok(()),
+            // Another process holds it: recovered here once it shows itself gone, else it is
+            // driven there and needs nothing (S127).
+            Err(RuntimeError::Elsewhere { worker, .. }) => {
+                self.take_up_when_gone(run_id, &worker).await
+            }
             Err(e) => Err(e),
         }
     }
@@ -1085,6 +1092,7 @@ impl Runtime {
 
     fn retire(&self, run_id: &str) {
         lock(&self.inner.live).remove(run_id);
+        self.inner.freed.notify_one();
         if let Err(e) = self.inner.store.release(run_id) {
             tracing::warn!(run = %run_id, "cannot let the run go: {e}");
         }

@@ -255,14 +255,45 @@ impl Runtime {
         Err(RuntimeError::DriverStopped { run: run_id.into() })
     }
 
+    /// Waits until `worker`, which holds `run_id`, either beats (it is alive and drives the run:
+    /// nothing to do) or its lease runs out (it is gone: the run is taken up here).
+    pub(super) async fn take_up_when_gone(
+        &self,
+        run_id: &str,
+        worker: &str,
+    ) -> Result<(), RuntimeError> {
+        let Some(shared) = self.shared() else {
+            return Ok(());
+        };
+        let lease = shared.lease();
+        let first = shared.alive_until(worker)?;
+        let deadline = tokio::time::Instant::now() + lease * 3 / 2;
+        loop {
+            tokio::time::sleep(lease / 10).await;
+            match self.ensure_live(run_id) {
+                Ok(_) => return Ok(()),
+                Err(RuntimeError::Elsewhere { worker: now, .. }) if now == worker => {}
+                // Taken up by another process meanwhile.
+                Err(RuntimeError::Elsewhere { .. }) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+            let beat = shared.alive_until(worker)?;
+            if (beat.is_some() && beat != first) || tokio::time::Instant::now() > deadline {
+                return Ok(());
+            }
+        }
+    }
+
     /// Drives runs that no live process drives, up to `concurrency` running at once here, until
     /// `stop` completes; then lets this process's runs go, for other workers to take up. What
     /// `weft worker` runs. Each run taken up is recovered (S101); one whose stored data does not
     /// load is marked failed, as [`Runtime::recover_all`] does.
+    /// `report` is told of each round that took runs up.
     pub async fn work(
         &self,
         concurrency: usize,
         stop: impl Future<Output = ()>,
+        mut report: impl FnMut(Recovery),
     ) -> Result<(), RuntimeError> {
         let Some(shared) = self.shared() else {
             return Err(RuntimeError::NotShared);
@@ -275,21 +306,23 @@ impl Runtime {
             if driving < concurrency {
                 match shared.claimable(concurrency - driving) {
                     Ok(runs) => {
-                        let mut report = Recovery::default();
+                        let mut round = Recovery::default();
                         for run in runs {
-                            self.recover_one(&run, &mut report).await;
+                            self.recover_one(&run, &mut round).await;
                         }
-                        for failed in report.failed {
-                            tracing::error!(run = %failed.run_id, "cannot recover: {}", failed.error);
+                        if !round.recovered.is_empty() || !round.failed.is_empty() {
+                            report(round);
                         }
                     }
                     Err(e) => tracing::warn!("cannot look for runs: {e}"),
                 }
             }
-            let wait = tokio::time::sleep(POLL.max(lease / 2));
+            let wait = tokio::time::sleep(POLL.min(lease / 2));
             tokio::pin!(wait);
             loop {
                 tokio::select! {
+                    // A run ended here: room for another.
+                    () = self.inner.freed.notified() => break,
                     () = &mut stop => {
                         self.close().await;
                         return Ok(());

@@ -143,6 +143,10 @@ impl Runtime {
                 None
             }
         };
+        // Ended: nothing more to drive, so not this process's any more (S127).
+        if let Err(e) = store.release(run_id) {
+            tracing::warn!(run = %run_id, "cannot let the ended run go: {e}");
+        }
         Ok(ended)
     }
 }

@@ -247,6 +247,9 @@ pub trait SharedStore: Send + Sync {
     fn withdraw(&self, id: i64) -> Result<bool, StoreError>;
     /// Whether `worker`'s heartbeat is current.
     fn is_alive(&self, worker: &str) -> Result<bool, StoreError>;
+    /// Until when `worker`'s last heartbeat keeps it alive (the server's time, in microseconds
+    /// since 2000), `None` for a worker not on the store: a live worker moves it on every beat.
+    fn alive_until(&self, worker: &str) -> Result<Option<i64>, StoreError>;
     /// Up to `limit` pending or running runs that no live process drives.
     fn claimable(&self, limit: usize) -> Result<Vec<String>, StoreError>;
     /// Lets every run of this process go and leaves the store's workers.

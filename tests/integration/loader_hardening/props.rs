@@ -28,7 +28,7 @@ use weft::engine::{EventKind, RunStatus};
 use weft::native::{NativeCall, NativeStep};
 use weft::workflow::{LoadedWorkflow, MAX_ENTRIES, WorkflowError};
 
-use crate::common::{config, plugin_paths};
+use crate::common::{config, config_for, plugin_paths};
 use crate::rules::req;
 
 /// The seed of every property unless `PROPTEST_RNG_SEED` names another.
@@ -1737,7 +1737,7 @@ fn resume_data_of_any_shape_never_corrupts_a_suspended_run() {
     let dir = super::Dir::new();
     let file = dir.file("asks.yaml", &plugin_paths(SUSPENDS));
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
-    let rt = Runtime::open(&dir.path("home"), config()).expect("open runtime");
+    let rt = Runtime::open(&dir.path("home"), config_for(&dir.path("home"))).expect("open runtime");
     // `asking` waits at `ask`, which refuses data without a boolean `ok`; `more` waits at
     // `more`, which takes any data and suspends again.
     let (asking, more) = tokio.block_on(async {

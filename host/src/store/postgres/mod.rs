@@ -1096,6 +1096,23 @@ impl SharedStore for PgStore {
         })
     }
 
+    fn alive_until(&self, worker: &str) -> Result<Option<i64>, StoreError> {
+        self.call("look a worker up", |c| {
+            let sql = &self.sql;
+            async move {
+                let row = c
+                    .query_opt(
+                        &sql.q("SELECT (extract(epoch FROM alive_until - \
+                               timestamptz '2000-01-01 00:00:00+00') * 1000000)::bigint \
+                             FROM {s}.workers WHERE id = $1"),
+                        &[&worker],
+                    )
+                    .await?;
+                Ok(row.map(|r| r.get::<_, i64>(0)))
+            }
+        })
+    }
+
     fn claimable(&self, limit: usize) -> Result<Vec<String>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.call("look for runs to drive", |c| {
