@@ -699,7 +699,7 @@ impl Runtime {
             .config
             .resume_limit()
             .check_value("resume data", &request.data)?;
-        self.ask(run_id, &shared::Ask::Resume(request)).await
+        self.ask(run_id, &shared::Ask::Resume(request), true).await
     }
 
     /// Recovers a `pending` or `running` run that no process drives (S101, S114): its driver
@@ -758,7 +758,7 @@ impl Runtime {
     /// load ends `cancelled` without running anything more of it.
     pub async fn cancel(&self, run_id: &str) -> Result<(), RuntimeError> {
         check_run_id(run_id)?;
-        match self.ask(run_id, &shared::Ask::Cancel).await {
+        match self.ask(run_id, &shared::Ask::Cancel, true).await {
             Err(e) if is_unloadable(&e) => {
                 let Some(s) = self.inner.store.summary(run_id)? else {
                     return Err(e);
@@ -783,12 +783,18 @@ impl Runtime {
     }
 
     /// Sends a request to the run's actor; when the actor retires meanwhile, asks a new one.
-    /// A run another process drives (a shared store) gets the request through the store.
-    async fn ask(&self, run_id: &str, ask: &shared::Ask) -> Result<(), RuntimeError> {
+    /// A run another process drives (a shared store) gets the request through the store when
+    /// `forward`, else [`RuntimeError::Elsewhere`].
+    async fn ask(
+        &self,
+        run_id: &str,
+        ask: &shared::Ask,
+        forward: bool,
+    ) -> Result<(), RuntimeError> {
         let mut attempt = 0;
         while attempt < self.inner.config.ask_attempts {
             let live = match self.ensure_live(run_id) {
-                Err(RuntimeError::Elsewhere { worker, .. }) => {
+                Err(RuntimeError::Elsewhere { worker, .. }) if forward => {
                     match self.ask_elsewhere(run_id, &worker, ask).await? {
                         Some(answer) => return answer,
                         // It moved on: look again (not an attempt: the run was not there).

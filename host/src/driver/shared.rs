@@ -204,7 +204,7 @@ impl Runtime {
                             let answering = rt.inner.answering.clone().read_owned().await;
                             tokio::spawn(async move {
                                 let answer = match serde_json::from_str::<Ask>(&request.body) {
-                                    Ok(ask) => rt.ask_here(&request.run_id, &ask).await,
+                                    Ok(ask) => rt.ask(&request.run_id, &ask, false).await,
                                     Err(e) => Err(RuntimeError::Refused(Refusal::Other(format!(
                                         "a request this weft cannot read: {e}"
                                     )))),
@@ -236,23 +236,6 @@ impl Runtime {
                 }
             }
         });
-    }
-
-    /// `ask` of a run this process drives (or takes up now); [`RuntimeError::Elsewhere`] when
-    /// another process holds it.
-    async fn ask_here(&self, run_id: &str, ask: &Ask) -> Result<(), RuntimeError> {
-        for _ in 0..self.inner.config.ask_attempts {
-            let live = self.ensure_live(run_id)?;
-            let (tx, rx) = oneshot::channel();
-            if live.tx.send(ask.msg(tx)).is_err() {
-                self.retire(run_id);
-                continue;
-            }
-            if let Ok(answer) = rx.await {
-                return answer;
-            }
-        }
-        Err(RuntimeError::DriverStopped { run: run_id.into() })
     }
 
     /// Waits until `worker`, which holds `run_id`, either beats (it is alive and drives the run:

@@ -631,45 +631,11 @@ impl Store for PgStore {
     }
 
     fn append(&self, run_id: &str, at: RecordKey, record: &[u8]) -> Result<(), StoreError> {
-        let epoch = self.epoch(run_id)?;
-        let (seq, sub) = seq_of(at);
-        let written = self.call("append a record", |c| {
-            let sql = &self.sql;
-            async move {
-                let rows = c
-                    .query(
-                        &sql.q(
-                            "WITH f AS (SELECT run_id FROM {s}.runs \
-                               WHERE run_id = $1 AND owner = $2 AND epoch = $3 FOR SHARE), \
-                             i AS (INSERT INTO {s}.records (run_id, seq, sub, record) \
-                               SELECT run_id, $4, $5, $6 FROM f \
-                               ON CONFLICT (run_id, seq, sub) DO UPDATE SET record = EXCLUDED.record \
-                               WHERE {s}.records.record = EXCLUDED.record RETURNING 1) \
-                             SELECT pg_notify($7, $1) FROM i",
-                        ),
-                        &[
-                            &run_id,
-                            &self.worker,
-                            &epoch,
-                            &seq,
-                            &sub,
-                            &record,
-                            &sql.events,
-                        ],
-                    )
-                    .await?;
-                Ok(rows.len() == 1)
-            }
-        })?;
-        if written {
-            Ok(())
-        } else {
-            Err(self.fenced(run_id))
-        }
+        self.append_all(run_id, at, record, None, None)
     }
 
     /// One statement: the record, the snapshot and the summary commit together, with one
-    /// flush of the server's log.
+    /// flush of the server's log; the run's row is rewritten only when one of them is given.
     fn append_all(
         &self,
         run_id: &str,
@@ -678,9 +644,6 @@ impl Store for PgStore {
         snapshot: Option<&[u8]>,
         summary: Option<&RunSummary>,
     ) -> Result<(), StoreError> {
-        if snapshot.is_none() && summary.is_none() {
-            return self.append(run_id, at, record);
-        }
         let epoch = self.epoch(run_id)?;
         let (seq, sub) = seq_of(at);
         let status = summary.map(|s| status_text(s.status));
@@ -700,11 +663,12 @@ impl Store for PgStore {
                                ON CONFLICT (run_id, seq, sub) DO UPDATE SET record = EXCLUDED.record \
                                WHERE {s}.records.record = EXCLUDED.record RETURNING run_id), \
                              u AS (UPDATE {s}.runs r SET \
-                               snapshot = COALESCE($8, r.snapshot), \
-                               status = COALESCE($9, r.status), \
-                               workflow_id = COALESCE($10, r.workflow_id), \
-                               updated_at = COALESCE($11, r.updated_at) \
-                               FROM i WHERE r.run_id = i.run_id RETURNING 1) \
+                               snapshot = COALESCE($8::bytea, r.snapshot), \
+                               status = COALESCE($9::text, r.status), \
+                               workflow_id = COALESCE($10::text, r.workflow_id), \
+                               updated_at = COALESCE($11::bigint, r.updated_at) \
+                               FROM i WHERE r.run_id = i.run_id \
+                                 AND ($8::bytea IS NOT NULL OR $9::text IS NOT NULL) RETURNING 1) \
                              SELECT pg_notify($7, $1) FROM i",
                         ),
                         &[
