@@ -887,11 +887,22 @@ impl Runtime {
                 return Ok(rx);
             }
             tokio::spawn(async move {
+                // A look at the store now and then, whatever the notices say.
+                let mut tick = tokio::time::interval(FOLLOW_TICK);
+                tick.tick().await;
                 loop {
+                    let shared = notices.is_some();
                     let noticed = async {
                         match &mut notices {
                             Some(n) => n.recv().await,
                             None => std::future::pending().await,
+                        }
+                    };
+                    let ticked = async {
+                        if shared {
+                            tick.tick().await;
+                        } else {
+                            std::future::pending::<()>().await;
                         }
                     };
                     let received = tokio::select! {
@@ -911,6 +922,12 @@ impl Runtime {
                                 continue;
                             }
                         },
+                        () = ticked => {
+                            if catch_up(&*store, &run, &mut next, &tx, until) {
+                                return;
+                            }
+                            continue;
+                        }
                         // The reader went away: stop following.
                         () = tx.closed() => return,
                     };
@@ -1120,6 +1137,9 @@ impl Runtime {
     }
 }
 
+/// How often a follower of a run on a shared store reads the store whatever the notices say.
+const FOLLOW_TICK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The id for a new run: the one given, once checked, or a new ULID.
 fn new_run_id(given: Option<String>) -> Result<String, RuntimeError> {
     match given {
@@ -1145,7 +1165,9 @@ fn read_records(
 }
 
 /// Sends the run's stored events from `next` on; whether the watch is over: its reader went
-/// away, the store failed, or the run's last stored event ends it.
+/// away, the store failed, or the run's last stored event ends it. On a store that other
+/// processes drive runs in, a failed read is not the end: the follower tries again at its next
+/// notice or tick.
 fn catch_up(
     store: &dyn Store,
     run_id: &str,
@@ -1153,14 +1175,22 @@ fn catch_up(
     tx: &mpsc::UnboundedSender<Arc<StoredEvent>>,
     until: Until,
 ) -> bool {
-    let Ok(missed) = stored_events(store, run_id, *next) else {
-        return true;
+    let failed = |e: RuntimeError| {
+        if store.shared().is_none() {
+            return true;
+        }
+        tracing::warn!(run = %run_id, "cannot read the run's events, trying again: {e}");
+        false
+    };
+    let missed = match stored_events(store, run_id, *next) {
+        Ok(missed) => missed,
+        Err(e) => return failed(e),
     };
     let last = match missed.last() {
         Some(event) => Some(event.kind),
         None => match last_event(store, run_id) {
             Ok(event) => event.map(|e| e.kind),
-            Err(_) => return true,
+            Err(e) => return failed(e),
         },
     };
     for ev in missed {
