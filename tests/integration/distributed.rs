@@ -926,7 +926,12 @@ fn s75_s77_s128_a_cancel_from_another_process_aborts_the_step_a_worker_runs() {
     );
     assert!(record.get("result").is_none() && record.get("error").is_none());
     let events = db.events("held");
-    assert_eq!(watched.json_lines(), events, "the watcher saw every event");
+    assert_eq!(
+        watched.json_lines(),
+        events,
+        "the watcher saw every event; its stderr: {}",
+        watched.stderr
+    );
     check_history("held", &events, "run-cancelled");
     let shapes = shape(&events);
     assert!(

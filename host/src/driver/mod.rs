@@ -1182,16 +1182,22 @@ fn catch_up(
         tracing::warn!(run = %run_id, "cannot read the run's events, trying again: {e}");
         false
     };
-    let missed = match stored_events(store, run_id, *next) {
-        Ok(missed) => missed,
-        Err(e) => return failed(e),
-    };
-    let last = match missed.last() {
-        Some(event) => Some(event.kind),
-        None => match last_event(store, run_id) {
-            Ok(event) => event.map(|e| e.kind),
+    let (missed, last) = loop {
+        let missed = match stored_events(store, run_id, *next) {
+            Ok(missed) => missed,
             Err(e) => return failed(e),
-        },
+        };
+        if let Some(event) = missed.last() {
+            let kind = event.kind;
+            break (missed, Some(kind));
+        }
+        match last_event(store, run_id) {
+            // Stored after the read above (another process drives the run): read them too,
+            // never judge the watch over on an event not sent.
+            Ok(Some(event)) if event.seq >= *next => continue,
+            Ok(event) => break (missed, event.map(|e| e.kind)),
+            Err(e) => return failed(e),
+        }
     };
     for ev in missed {
         *next = ev.seq + 1;

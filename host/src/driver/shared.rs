@@ -168,20 +168,16 @@ impl Runtime {
                         Ok(_) => {}
                         Err(broadcast::error::RecvError::Closed) => return Ok(None),
                     },
-                    _ = tick.tick() => {
-                        if !shared.is_alive(worker)? && shared.withdraw(id)? {
-                            return Ok(None);
-                        }
-                        break;
-                    }
+                    _ = tick.tick() => break,
                 }
             }
-            // A worker that took the request and then died never answers: take the run up.
+            // A worker that took the request and then died never answers: take the run up,
+            // unless it answered after all.
             if !shared.is_alive(worker)? {
                 let _ = shared.withdraw(id);
-                if shared.answer_of(id)?.is_none() {
-                    return Ok(None);
-                }
+                return Ok(shared
+                    .answer_of(id)?
+                    .and_then(|answer| decode(run_id, &answer)));
             }
         }
     }
