@@ -17,6 +17,8 @@ What it does:
   `{"type": ..., "traceback": ...}` in `details` (without this, the host would see a bare trap).
 - `write`, `custom`, `log`, `set_state`, `init_data`, `step_result` and `aborted` reach the
   host's `writer`, `log`, `run` and `abort` imports.
+- `fetch(url, ...)` makes an HTTP request through `wasi:http/outgoing-handler` (the project's
+  worlds import it); weft lets it out only to a host the workflow grants (`grants.http`).
 - Type hints throughout: an editor or mypy checks a plugin against them.
 
 The app module (app.py) exports `Steps` (world step-plugin) or `Tools` (world tool-plugin):
@@ -27,12 +29,25 @@ from __future__ import annotations
 
 import json
 import traceback
+from urllib.parse import urlsplit
 from typing import Any, Callable, Iterable, Optional
 
 from componentize_py_types import Err
 from wit_world.imports import log as _log
 from wit_world.imports import abort as _abort
-from wit_world.imports import types, writer
+from wit_world.imports import writer
+
+try:  # a world that also imports wasi:http has two `types` interfaces, named by package
+    from wit_world.imports import weft_plugin_types as types
+except ImportError:  # the bare step-plugin and tool-plugin worlds
+    from wit_world.imports import types
+
+try:
+    from wit_world.imports import outgoing_handler as _outgoing
+    from wit_world.imports import wasi_http_types as _http
+    from wit_world.imports import streams as _streams
+except ImportError:  # a world without wasi:http: `fetch` says so
+    _outgoing = None
 
 try:
     from wit_world.imports import run as _run
@@ -233,6 +248,116 @@ def step_result(step_id: str) -> Json:
         raise RuntimeError("step_result: only steps read their run")
     out = _run.step_result(step_id)
     return None if out is None else json.loads(out)
+
+
+class HttpError(Exception):
+    """An HTTP request that got no response: `code` is the `wasi:http` error-code case
+    (`http-request-denied` for a host the workflow does not grant, `connection-refused`, ...)."""
+
+    def __init__(self, code: str, message: str = ""):
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+
+
+class Response:
+    """An HTTP response: `status`, `headers` (a list of (name, value) pairs, names in lower
+    case) and the whole `body` as bytes."""
+
+    def __init__(self, status: int, headers: list, body: bytes):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def header(self, name: str) -> Optional[str]:
+        """The first value of header `name` (any case), or None."""
+        name = name.lower()
+        return next((v for k, v in self.headers if k == name), None)
+
+    def text(self) -> str:
+        """The body as UTF-8 text."""
+        return self.body.decode("utf-8")
+
+    def json(self) -> Json:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
+
+
+def _error_code(value: Any) -> str:
+    """`ErrorCode_HttpRequestDenied` -> `http-request-denied`."""
+    name = type(value).__name__.split("_", 1)[-1]
+    return "".join("-" + c.lower() if c.isupper() else c for c in name).lstrip("-")
+
+
+def fetch(
+    url: str,
+    method: str = "GET",
+    headers: Optional[dict] = None,
+    body: Optional[bytes | str] = None,
+) -> Response:
+    """Makes an HTTP request and waits for the whole response. weft lets it out only to a host
+    in the workflow's `grants.http`; any other raises `HttpError("http-request-denied")`.
+    A response is returned whatever its status; `HttpError` means there was none."""
+    if _outgoing is None:
+        raise HttpError("unsupported", "this plugin's world does not import wasi:http")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise HttpError("http-request-uri-invalid", f"not an http(s) URL: {url!r}")
+    data = body.encode() if isinstance(body, str) else body
+    pairs = [(k.lower(), str(v).encode()) for k, v in (headers or {}).items()]
+    if data and not any(k == "content-length" for k, _ in pairs):
+        pairs.append(("content-length", str(len(data)).encode()))  # else it goes chunked
+    try:
+        fields = _http.Fields.from_list(pairs)
+    except Err as e:
+        raise HttpError("http-request-header-invalid", repr(e.value)) from None
+    request = _http.OutgoingRequest(fields)
+    upper = method.upper()
+    if upper in _METHODS:
+        request.set_method(getattr(_http, "Method_" + upper.capitalize())())
+    else:
+        request.set_method(_http.Method_Other(method))
+    request.set_scheme(_http.Scheme_Https() if parts.scheme == "https" else _http.Scheme_Http())
+    request.set_authority(parts.netloc)
+    request.set_path_with_query((parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
+    outgoing_body = request.body()
+    if data:
+        with outgoing_body.write() as sink:
+            for at in range(0, len(data), 4096):  # blocking-write-and-flush takes 4096 at most
+                sink.blocking_write_and_flush(data[at : at + 4096])
+    _http.OutgoingBody.finish(outgoing_body, None)
+    try:
+        future = _outgoing.handle(request, None)
+    except Err as e:
+        raise HttpError(_error_code(e.value), repr(e.value)) from None
+    with future:
+        with future.subscribe() as ready:
+            ready.block()
+        answer = future.get()
+    # option<result<result<incoming-response, error-code>>>
+    if answer is None or isinstance(answer, Err):
+        raise HttpError("internal-error", "the response was already taken")
+    if isinstance(answer.value, Err):
+        raise HttpError(_error_code(answer.value.value), repr(answer.value.value))
+    with answer.value.value as response:
+        status = response.status()
+        with response.headers() as fields:
+            pairs = [(k, v.decode("latin-1")) for k, v in fields.entries()]
+        incoming = response.consume()
+        chunks = []
+        with incoming.stream() as stream:
+            while True:
+                try:
+                    chunks.append(stream.blocking_read(65536))
+                except Err as e:
+                    if isinstance(e.value, _streams.StreamError_Closed):
+                        break
+                    raise HttpError("http-protocol-error", repr(e.value)) from None
+        with _http.IncomingBody.finish(incoming):  # the trailers, unread
+            pass
+    return Response(status, pairs, b"".join(chunks))
 
 
 def _failure(code: str, message: str) -> Any:

@@ -115,6 +115,8 @@ fn new_refuses_bad_names_and_taken_directories_writing_nothing() {
         "weft_sdk.py",
         "build.sh",
         "wit/plugin.wit",
+        "wit/worlds.wit",
+        "wit/deps/http.wit",
         "workflow.yaml",
     ] {
         assert!(

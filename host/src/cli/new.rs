@@ -170,6 +170,31 @@ mod python {
     pub const TOOL_WORKFLOW: &str = include_str!("templates/python/tool_workflow.yaml.tmpl");
     /// `README.md` of a tool plugin.
     pub const TOOL_README: &str = include_str!("templates/python/tool_README.md.tmpl");
+    /// `wit/worlds.wit`: the worlds `step-plugin-wasi` and `tool-plugin-wasi`, which add
+    /// `wasi:http/outgoing-handler` for `weft_sdk.fetch`.
+    pub const WORLDS_WIT: &str = include_str!("templates/python/worlds.wit.tmpl");
+    /// `wit/deps/*.wit`: WASI 0.2.12, which `wasi:http` needs (see templates/wasi/README.md).
+    pub const WASI_DEPS: &[(&str, &str)] = &[
+        ("wit/deps/cli.wit", include_str!("templates/wasi/cli.wit")),
+        (
+            "wit/deps/clocks.wit",
+            include_str!("templates/wasi/clocks.wit"),
+        ),
+        (
+            "wit/deps/filesystem.wit",
+            include_str!("templates/wasi/filesystem.wit"),
+        ),
+        ("wit/deps/http.wit", include_str!("templates/wasi/http.wit")),
+        ("wit/deps/io.wit", include_str!("templates/wasi/io.wit")),
+        (
+            "wit/deps/random.wit",
+            include_str!("templates/wasi/random.wit"),
+        ),
+        (
+            "wit/deps/sockets.wit",
+            include_str!("templates/wasi/sockets.wit"),
+        ),
+    ];
 }
 
 /// The jco version a JavaScript project builds with (pinned in its `package.json`).
@@ -466,7 +491,7 @@ fn python_project_files(kind: PluginKind, name: &str) -> Vec<ProjectFile> {
         text: render(template, kind, name),
         executable,
     };
-    vec![
+    let mut files = vec![
         file("build.sh", python::BUILD_SH, true),
         file(".gitignore", python::GITIGNORE, false),
         file("app.py", app, false),
@@ -478,7 +503,15 @@ fn python_project_files(kind: PluginKind, name: &str) -> Vec<ProjectFile> {
             text: PLUGIN_WIT.to_string(),
             executable: false,
         },
-    ]
+        file("wit/worlds.wit", python::WORLDS_WIT, false),
+    ];
+    // WASI's WIT as it is, not rendered.
+    files.extend(python::WASI_DEPS.iter().map(|&(path, text)| ProjectFile {
+        path,
+        text: text.to_string(),
+        executable: false,
+    }));
+    files
 }
 
 /// The files of a JavaScript project of this kind, filled in for `name`.
@@ -700,6 +733,41 @@ mod tests {
                 text("weft_sdk.js").contains("from 'weft:plugin/run@0.1.0'"),
                 kind == PluginKind::Step
             );
+            assert_eq!(text("wit/plugin.wit"), PLUGIN_WIT);
+        }
+    }
+
+    /// A Python project builds its kind's `-wasi` world, which imports `wasi:http` for
+    /// `weft_sdk.fetch`, and carries the WASI packages that world needs.
+    #[test]
+    fn python_projects_build_a_world_with_outgoing_http() {
+        for kind in [PluginKind::Step, PluginKind::Tool] {
+            let files = python_project_files(kind, "my-plugin");
+            let text = |path: &str| {
+                files
+                    .iter()
+                    .find(|f| f.path == path)
+                    .map(|f| f.text.as_str())
+                    .unwrap_or_default()
+            };
+            let world = format!("{}-wasi", kind.world());
+            assert!(
+                text("build.sh").contains(&format!("-w {world} componentize")),
+                "{}",
+                text("build.sh")
+            );
+            let worlds = text("wit/worlds.wit");
+            assert!(worlds.contains(&format!("world {world} {{")), "{worlds}");
+            assert!(worlds.contains("import wasi:http/outgoing-handler@0.2.12;"));
+            assert!(text("wit/deps/http.wit").starts_with("package wasi:http@0.2.12;"));
+            for dep in ["io", "clocks", "random", "cli", "filesystem", "sockets"] {
+                let wit = text(&format!("wit/deps/{dep}.wit"));
+                assert!(
+                    wit.starts_with(&format!("package wasi:{dep}@0.2.12;")),
+                    "{dep}"
+                );
+            }
+            assert!(text("weft_sdk.py").contains("def fetch("));
             assert_eq!(text("wit/plugin.wit"), PLUGIN_WIT);
         }
     }
