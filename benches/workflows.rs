@@ -17,6 +17,9 @@
 //! - `WEFT_BENCH_REPEAT=N`: N rounds of every scenario, then a line per scenario with the
 //!   median of each figure (`"round": "median"`).
 //! - `WEFT_BENCH_MIN_S`: the timed window in seconds (default 2).
+//! - `WEFT_BENCH_RUNS=N`: instead of a timed window, exactly N runs (N invocations for
+//!   `floor`) after a warm-up of one run per run in flight: the same work every time, for
+//!   `perf stat` or a profiler to compare two builds on.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +41,8 @@ struct Settings {
     sync: bool,
     repeat: usize,
     min_time: Duration,
+    /// A fixed number of runs instead of a timed window.
+    runs: Option<usize>,
 }
 
 impl Settings {
@@ -54,6 +59,7 @@ impl Settings {
             sync: var("WEFT_BENCH_SYNC").is_none_or(|v| v != "0"),
             repeat: number("WEFT_BENCH_REPEAT").map_or(1, |n| (n as usize).max(1)),
             min_time: Duration::from_secs_f64(number("WEFT_BENCH_MIN_S").unwrap_or(2.0)),
+            runs: number("WEFT_BENCH_RUNS").map(|n| (n as usize).max(1)),
         }
     }
 }
@@ -226,6 +232,15 @@ async fn one(rt: &Runtime, w: &LoadedWorkflow, input: &Value, resume: bool) -> D
     started.elapsed()
 }
 
+/// When a measurement ends.
+#[derive(Clone, Copy)]
+enum Until {
+    /// At this instant (each worker ends the run it is in).
+    Time(Instant),
+    /// After this many runs in all.
+    Runs(usize),
+}
+
 /// `in_flight` workers, each starting its next run as its last one ends, until `until`; every
 /// run's time. The peer's bench keeps its runs in flight the same way.
 async fn workers(
@@ -233,18 +248,26 @@ async fn workers(
     w: &Arc<LoadedWorkflow>,
     s: &Scenario,
     in_flight: usize,
-    until: Instant,
+    until: Until,
 ) -> Vec<Duration> {
     let tasks: Vec<_> = (0..in_flight)
-        .map(|_| {
+        .map(|k| {
             let (rt, w, input, resume) = (rt.clone(), w.clone(), s.input.clone(), s.resume);
             tokio::spawn(async move {
                 let mut times = Vec::new();
                 loop {
-                    times.push(one(&rt, &w, &input, resume).await);
-                    if Instant::now() >= until {
+                    let done = match until {
+                        Until::Time(t) => Instant::now() >= t && !times.is_empty(),
+                        // Worker k's share of the runs: n / in_flight, one more for the first
+                        // n % in_flight workers.
+                        Until::Runs(n) => {
+                            times.len() >= n / in_flight + usize::from(k < n % in_flight)
+                        }
+                    };
+                    if done {
                         return times;
                     }
+                    times.push(one(&rt, &w, &input, resume).await);
                 }
             })
         })
@@ -266,9 +289,20 @@ async fn run_scenario(
     let path = dir.join(format!("{}.yaml", s.name));
     std::fs::write(&path, &s.yaml).expect("write workflow");
     let w = Arc::new(rt.load_workflow(&path).await.expect("load"));
-    workers(rt, &w, s, in_flight, Instant::now() + settings.min_time / 4).await;
+    let (warm_up, until) = match settings.runs {
+        Some(n) => (Until::Runs(in_flight), Until::Runs(n)),
+        None => (
+            Until::Time(Instant::now() + settings.min_time / 4),
+            Until::Time(Instant::now() + settings.min_time / 4 + settings.min_time),
+        ),
+    };
+    workers(rt, &w, s, in_flight, warm_up).await;
     let start = Instant::now();
-    let mut times = workers(rt, &w, s, in_flight, start + settings.min_time).await;
+    let until = match until {
+        Until::Time(_) => Until::Time(start + settings.min_time),
+        runs => runs,
+    };
+    let mut times = workers(rt, &w, s, in_flight, until).await;
     let seconds = start.elapsed().as_secs_f64();
     times.sort();
     let runs = times.len() as u64;
@@ -316,12 +350,25 @@ async fn floor(dir: &std::path::Path, settings: &Settings) -> Figures {
     }
     let start = Instant::now();
     let mut steps = 0u64;
-    while start.elapsed() < settings.min_time {
-        let tasks: Vec<_> = (0..64).map(|_| invoke(50)).collect();
-        for t in tasks {
-            t.await.expect("floor task");
+    match settings.runs {
+        Some(n) => {
+            let tasks: Vec<_> = (0..64)
+                .map(|k| invoke(n / 64 + usize::from(k < n % 64)))
+                .collect();
+            for t in tasks {
+                t.await.expect("floor task");
+            }
+            steps = n as u64;
         }
-        steps += 64 * 50;
+        None => {
+            while start.elapsed() < settings.min_time {
+                let tasks: Vec<_> = (0..64).map(|_| invoke(50)).collect();
+                for t in tasks {
+                    t.await.expect("floor task");
+                }
+                steps += 64 * 50;
+            }
+        }
     }
     let figures = Figures {
         runs: steps,
