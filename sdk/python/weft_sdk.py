@@ -299,7 +299,8 @@ def fetch(
 ) -> Response:
     """Makes an HTTP request and waits for the whole response. weft lets it out only to a host
     in the workflow's `grants.http`; any other raises `HttpError("http-request-denied")`.
-    A response is returned whatever its status; `HttpError` means there was none."""
+    A response is returned whatever its status (redirects are not followed); `HttpError` means
+    there was none."""
     if _outgoing is None:
         raise HttpError("unsupported", "this plugin's world does not import wasi:http")
     parts = urlsplit(url)
