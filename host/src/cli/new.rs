@@ -641,6 +641,15 @@ fn make_executable(_path: &Path) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// The text of the project file at `path`, or "" when there is none.
+    fn text_of<'a>(files: &'a [ProjectFile], path: &str) -> &'a str {
+        files
+            .iter()
+            .find(|f| f.path == path)
+            .map(|f| f.text.as_str())
+            .unwrap_or_default()
+    }
+
     #[test]
     fn names_follow_the_rule() {
         for good in ["greet", "word-count", "a1", "x"] {
@@ -685,11 +694,7 @@ mod tests {
             }
         }
         let files = project_files(PluginKind::Tool, "my-plugin");
-        let workflow = files
-            .iter()
-            .find(|f| f.path == "workflow.yaml")
-            .map(|f| f.text.as_str())
-            .unwrap_or_default();
+        let workflow = text_of(&files, "workflow.yaml");
         assert!(workflow.contains("target/wasm32-wasip2/release/my_plugin.wasm"));
         assert!(workflow.contains("tool: my-plugin"));
     }
@@ -700,13 +705,7 @@ mod tests {
     fn js_projects_pin_jco_and_import_run_only_for_steps() {
         for kind in [PluginKind::Step, PluginKind::Tool] {
             let files = js_project_files(kind, "my-plugin");
-            let text = |path: &str| {
-                files
-                    .iter()
-                    .find(|f| f.path == path)
-                    .map(|f| f.text.as_str())
-                    .unwrap_or_default()
-            };
+            let text = |path: &str| text_of(&files, path);
             let package: serde_json::Value =
                 serde_json::from_str(text("package.json")).expect("package.json is JSON");
             assert_eq!(package["name"], "my-plugin");
@@ -743,13 +742,7 @@ mod tests {
     fn python_projects_build_a_world_with_outgoing_http() {
         for kind in [PluginKind::Step, PluginKind::Tool] {
             let files = python_project_files(kind, "my-plugin");
-            let text = |path: &str| {
-                files
-                    .iter()
-                    .find(|f| f.path == path)
-                    .map(|f| f.text.as_str())
-                    .unwrap_or_default()
-            };
+            let text = |path: &str| text_of(&files, path);
             let world = format!("{}-wasi", kind.world());
             assert!(
                 text("build.sh").contains(&format!("-w {world} componentize")),
@@ -790,13 +783,7 @@ mod tests {
     fn rust_projects_vendor_the_sdk() {
         for kind in [PluginKind::Step, PluginKind::Tool] {
             let files = project_files(kind, "my-plugin");
-            let text = |path: &str| {
-                files
-                    .iter()
-                    .find(|f| f.path == path)
-                    .map(|f| f.text.as_str())
-                    .unwrap_or_default()
-            };
+            let text = |path: &str| text_of(&files, path);
             assert_eq!(text("weft-plugin/wit/plugin.wit"), PLUGIN_WIT);
             assert!(text("weft-plugin/Cargo.toml").contains("name = \"weft-plugin\""));
             assert!(text("weft-plugin/src/lib.rs").contains("macro_rules! export_plugin"));
