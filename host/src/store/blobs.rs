@@ -6,8 +6,10 @@
 //! place and its directory synced, so it is either whole or absent, and it is durable before the
 //! run that names it is.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
@@ -16,6 +18,9 @@ use super::StoreError;
 /// The blob files of one home.
 pub struct Blobs {
     dir: PathBuf,
+    /// Digests this process stored or found stored: every run start names its definition's and
+    /// its plugins' blobs, and looking for their files each time cost two `statx` per run.
+    known: Mutex<HashSet<String>>,
 }
 
 /// The hex sha256 of `bytes`: the name of their blob.
@@ -32,7 +37,26 @@ impl Blobs {
     pub fn open(root: &Path) -> Result<Self, StoreError> {
         let dir = root.join("sha256");
         crate::home::create_dir(&dir).map_err(|e| io_error("create", &dir, e))?;
-        Ok(Blobs { dir })
+        Ok(Blobs {
+            dir,
+            known: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Whether this process stored or found the blob of `digest`.
+    fn is_known(&self, digest: &str) -> bool {
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(digest)
+    }
+
+    /// Remembers that the blob of `digest` is stored.
+    fn remember(&self, digest: &str) {
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(digest.to_owned());
     }
 
     /// The file of `digest`; refuses anything but 64 lower-case hex digits, so a digest read
@@ -55,7 +79,11 @@ impl Blobs {
     /// Stores `bytes` under `digest` (their sha256) unless a blob of that digest exists.
     pub fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.path(digest)?;
+        if self.is_known(digest) {
+            return Ok(());
+        }
         if path.exists() {
+            self.remember(digest);
             return Ok(());
         }
         let tmp = self.dir.join(format!(
@@ -77,6 +105,7 @@ impl Blobs {
             let _ = std::fs::remove_file(&tmp);
             return Err(io_error("write", &path, e));
         }
+        self.remember(digest);
         Ok(())
     }
 
