@@ -65,6 +65,11 @@ use weft::engine::{EventKind, RunStatus};
 use weft::plugin::HostConfig;
 use weft::workflow::LoadedWorkflow;
 
+#[path = "../tests/support/pg_cluster.rs"]
+mod pg_cluster;
+
+use pg_cluster::{command_as, find_bin_dir, init_and_start, service_user};
+
 /// The allocator the `weft` binary uses.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -100,107 +105,30 @@ struct Cluster {
     socket_dir: PathBuf,
 }
 
-/// The first directory holding both `initdb` and `pg_ctl`: on `PATH`, else the highest version
-/// in `/usr/lib/postgresql/*/bin`.
-fn find_bin_dir() -> Option<PathBuf> {
-    let has_both = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
-    if let Some(path) = std::env::var_os("PATH")
-        && let Some(dir) = std::env::split_paths(&path).find(|d| has_both(d))
-    {
-        return Some(dir);
-    }
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .flatten()
-        .filter_map(|e| {
-            let version = e.file_name().to_str()?.parse().ok()?;
-            Some((version, e.path().join("bin")))
-        })
-        .filter(|(_, bin)| has_both(bin))
-        .collect();
-    versions.sort();
-    versions.pop().map(|(_, bin)| bin)
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-/// `program` run as `user` (through `runuser`), or as this process's user for `None`.
-fn command_as(user: Option<&str>, program: &Path) -> Command {
-    match user {
-        Some(user) => {
-            let mut c = Command::new("runuser");
-            c.args(["-u", user, "--"]).arg(program);
-            c
-        }
-        None => Command::new(program),
-    }
-}
-
-/// Runs `c` to its end; panics with its output when it fails.
-fn run(what: &str, mut c: Command) {
-    let out = c
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 impl Cluster {
     fn start() -> Cluster {
         let bin = find_bin_dir().expect(
             "PostgreSQL (initdb, pg_ctl) not found on PATH nor in /usr/lib/postgresql/*/bin; \
              install it (Debian: apt-get install postgresql)",
         );
-        // PostgreSQL refuses to run as root.
-        let user = is_root().then(|| "postgres".to_owned());
+        let user = service_user().unwrap_or_else(|e| panic!("{e}"));
         let dir = tempfile::Builder::new()
             .prefix("weft-bench-pg-")
             .tempdir()
             .expect("temp dir");
         let socket_dir = dir.path().join("sock");
         std::fs::create_dir(&socket_dir).expect("socket dir");
-        if let Some(user) = &user {
-            let mut chown = Command::new("chown");
-            chown.arg("-R").arg(format!("{user}:")).arg(dir.path());
-            run("chown", chown);
-        }
-        let data = dir.path().join("data");
-        let mut initdb = command_as(user.as_deref(), &bin.join("initdb"));
-        initdb
-            .arg("-D")
-            .arg(&data)
-            .args(["-U", ROLE, "--auth=trust", "-E", "UTF8", "--locale=C"])
-            .current_dir(dir.path());
-        run("initdb", initdb);
         // fsync and synchronous_commit stay on (the defaults): durable figures.
-        let options = format!(
-            "-k '{}' -c listen_addresses='' -c fsync=on -c synchronous_commit=on \
-             -c max_connections=200 -c log_autovacuum_min_duration=0",
-            socket_dir.display()
-        );
-        let log = dir.path().join("postgres.log");
-        let mut pg_ctl = command_as(user.as_deref(), &bin.join("pg_ctl"));
-        pg_ctl
-            .arg("-D")
-            .arg(&data)
-            .arg("-l")
-            .arg(&log)
-            .arg("-o")
-            .arg(options)
-            .args(["-w", "start"])
-            .current_dir(dir.path());
-        run("pg_ctl start", pg_ctl);
+        init_and_start(
+            &bin,
+            dir.path(),
+            user.as_deref(),
+            ROLE,
+            &socket_dir,
+            "-c fsync=on -c synchronous_commit=on -c max_connections=200 \
+             -c log_autovacuum_min_duration=0",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         Cluster {
             dir,
             bin,

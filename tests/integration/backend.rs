@@ -23,6 +23,11 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+#[path = "../support/pg_cluster.rs"]
+mod pg_cluster;
+
+use pg_cluster::{command_as, find_bin_dir, init_and_start, service_user};
+
 /// What is printed (or panicked with) when PostgreSQL is not installed.
 const MISSING: &str = "postgres tests skipped: PostgreSQL (initdb, pg_ctl) not found; install it \
                        (Debian: apt-get install postgresql)";
@@ -177,145 +182,33 @@ fn cluster() -> Option<&'static Cluster> {
     }
 }
 
-/// The first directory holding both `initdb` and `pg_ctl`: on `PATH`, else the highest version
-/// in `/usr/lib/postgresql/*/bin`.
-fn find_bin_dir() -> Option<PathBuf> {
-    let has_both = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
-    if let Some(path) = std::env::var_os("PATH")
-        && let Some(dir) = std::env::split_paths(&path).find(|d| has_both(d))
-    {
-        return Some(dir);
-    }
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .flatten()
-        .filter_map(|e| {
-            let version = e.file_name().to_str()?.parse().ok()?;
-            Some((version, e.path().join("bin")))
-        })
-        .filter(|(_, bin)| has_both(bin))
-        .collect();
-    versions.sort();
-    versions.pop().map(|(_, bin)| bin)
-}
-
-/// Whether this process runs as root.
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-/// The user to run PostgreSQL as when the tests run as root: `postgres`, else `nobody`.
-fn service_user() -> Result<String, String> {
-    for user in ["postgres", "nobody"] {
-        let exists = Command::new("id")
-            .arg(user)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if exists {
-            return Ok(user.to_owned());
-        }
-    }
-    Err(
-        "running as root, and there is neither a `postgres` nor a `nobody` user to run \
-         PostgreSQL as (it refuses root)"
-            .into(),
-    )
-}
-
-/// `program` run as `user` (through `runuser`), or as this process's user for `None`.
-fn command_as(user: Option<&str>, program: &Path) -> Command {
-    match user {
-        Some(user) => {
-            let mut c = Command::new("runuser");
-            c.args(["-u", user, "--"]).arg(program);
-            c
-        }
-        None => Command::new(program),
-    }
-}
-
-/// Runs `c` to its end; its output as the error when it fails.
-fn run(what: &str, mut c: Command) -> Result<(), String> {
-    let out = c
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {what}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
-
 /// Makes a cluster in a new temporary directory and starts it; a watchdog removes both once
 /// this process has ended.
 fn start(bin: &Path) -> Result<Cluster, String> {
-    let user = if is_root() {
-        Some(service_user()?)
-    } else {
-        None
-    };
+    let user = service_user()?;
     let dir = tempfile::Builder::new()
         .prefix("weft-pg-")
         .tempdir()
         .map_err(|e| format!("cannot make a temporary directory: {e}"))?
         .keep();
-    let data = dir.join("data");
     let socket_dir = dir.join("sock");
     std::fs::create_dir(&socket_dir)
         .map_err(|e| format!("cannot create {}: {e}", socket_dir.display()))?;
     watchdog(&dir, bin, user.as_deref())?;
-    if let Some(user) = &user {
-        let mut chown = Command::new("chown");
-        chown.arg("-R").arg(format!("{user}:")).arg(&dir);
-        run("chown", chown)?;
-    }
-
-    let mut initdb = command_as(user.as_deref(), &bin.join("initdb"));
-    initdb
-        .arg("-D")
-        .arg(&data)
-        .args(["-U", ROLE, "--auth=trust", "-E", "UTF8", "--locale=C"])
-        // The service user may not enter the directory the tests run in.
-        .current_dir(&dir);
-    run("initdb", initdb)?;
-
     // fsync, synchronous commits and full-page writes off: a throwaway cluster for tests only,
     // never settings for a database whose contents matter.
-    let options = format!(
-        "-k '{}' -c listen_addresses='' -c fsync=off -c synchronous_commit=off \
-         -c full_page_writes=off -c max_connections=300",
-        socket_dir.display()
-    );
-    let log = dir.join("postgres.log");
-    let mut pg_ctl = command_as(user.as_deref(), &bin.join("pg_ctl"));
-    pg_ctl
-        .arg("-D")
-        .arg(&data)
-        .arg("-l")
-        .arg(&log)
-        .arg("-o")
-        .arg(options)
-        .args(["-w", "start"])
-        .current_dir(&dir);
-    run("pg_ctl start", pg_ctl).map_err(|e| {
-        let log = std::fs::read_to_string(&log).unwrap_or_default();
-        format!("{e}\n{}:\n{log}", dir.join("postgres.log").display())
-    })?;
+    init_and_start(
+        bin,
+        &dir,
+        user.as_deref(),
+        ROLE,
+        &socket_dir,
+        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+    )?;
     Ok(Cluster {
         socket_dir,
         bin: bin.to_path_buf(),
-        data,
+        data: dir.join("data"),
         user,
     })
 }

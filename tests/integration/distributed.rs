@@ -191,6 +191,19 @@ fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String>
     rx
 }
 
+/// The first line of `seen` containing `needle`, or the first that `rx` delivers, each kept in
+/// `seen`; `None` when none came within [`HANG`].
+fn wait_line(seen: &mut Vec<String>, rx: &mpsc::Receiver<String>, needle: &str) -> Option<String> {
+    let deadline = Instant::now() + HANG;
+    loop {
+        if let Some(line) = seen.iter().find(|l| l.contains(needle)) {
+            return Some(line.clone());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        seen.push(rx.recv_timeout(left).ok()?);
+    }
+}
+
 impl Proc {
     fn start(mut cmd: Command) -> Proc {
         let mut child = cmd.spawn().expect("start weft");
@@ -211,39 +224,23 @@ impl Proc {
 
     /// The first stderr line containing `needle`, printed already or waited for.
     fn expect_err(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + HANG;
-        loop {
-            if let Some(line) = self.stderr.iter().find(|l| l.contains(needle)) {
-                return line.clone();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.err.recv_timeout(left) {
-                Ok(line) => self.stderr.push(line),
-                Err(_) => panic!(
-                    "weft never printed {needle:?}; stderr:\n{}",
-                    self.stderr.join("\n")
-                ),
-            }
-        }
+        wait_line(&mut self.stderr, &self.err, needle).unwrap_or_else(|| {
+            panic!(
+                "weft never printed {needle:?}; stderr:\n{}",
+                self.stderr.join("\n")
+            )
+        })
     }
 
     /// The first stdout line containing `needle`, printed already or waited for.
     fn expect_out(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + HANG;
-        loop {
-            if let Some(line) = self.stdout.iter().find(|l| l.contains(needle)) {
-                return line.clone();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.out.recv_timeout(left) {
-                Ok(line) => self.stdout.push(line),
-                Err(_) => panic!(
-                    "weft never printed {needle:?} on stdout; stdout:\n{}\nstderr:\n{}",
-                    self.stdout.join("\n"),
-                    self.stderr.join("\n")
-                ),
-            }
-        }
+        wait_line(&mut self.stdout, &self.out, needle).unwrap_or_else(|| {
+            panic!(
+                "weft never printed {needle:?} on stdout; stdout:\n{}\nstderr:\n{}",
+                self.stdout.join("\n"),
+                self.stderr.join("\n")
+            )
+        })
     }
 
     /// Sends a signal (`TERM`, `STOP`, `CONT`) with kill(1).
