@@ -116,6 +116,23 @@ pub fn store_args_for(home: &Path) -> Vec<String> {
     }
 }
 
+/// The lines of the effects log that test plugins append to at `path` (none when it is
+/// missing): each names the step that wrote it first.
+pub fn read_log(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Lines of the effects `log` written by the step at `path`.
+pub fn effects(log: &[String], path: &str) -> usize {
+    log.iter()
+        .filter(|l| l.split(' ').next() == Some(path))
+        .count()
+}
+
 /// Replaces `{plugin}` placeholders with the built plugins' absolute paths.
 pub fn plugin_paths(yaml: &str) -> String {
     yaml.replace("{testkit}", weft_guests::TESTKIT)

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::backend;
-use crate::common::plugin_paths;
+use crate::common::{effects, plugin_paths, read_log};
 use crate::torture::{HANG, Rng, seed};
 
 /// The lease of every process of these tests: a killed process's runs are taken up this long
@@ -134,21 +134,6 @@ impl Shared {
         assert_eq!(out.code, 0, "weft watch {run}: {out:?}");
         out.json_lines()
     }
-}
-
-fn read_log(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Lines of `log` written by `path`.
-fn effects(log: &[String], path: &str) -> usize {
-    log.iter()
-        .filter(|l| l.split(' ').next() == Some(path))
-        .count()
 }
 
 /// What a finished `weft` printed.

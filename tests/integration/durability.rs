@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use weft::engine::RunStatus;
 
-use crate::common::{Env, plugin_paths};
+use crate::common::{Env, effects, plugin_paths, read_log};
 
 const CRASHY: &str = r#"
 id: crashy
@@ -35,21 +35,6 @@ fn weft(home: &Path) -> Command {
         .args(crate::common::store_args_for(home))
         .stdin(Stdio::null());
     c
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-fn count(lines: &[String], step: &str) -> usize {
-    lines
-        .iter()
-        .filter(|l| l.split(' ').next() == Some(step))
-        .count()
 }
 
 /// A small deterministic generator, so a failure can be replayed.
@@ -82,7 +67,7 @@ fn s100_s102_s104_runs_killed_at_random_moments_recover_without_rerunning_comple
             .spawn()
             .expect("spawn weft run");
         loop {
-            if lines(&log).len() >= after {
+            if read_log(&log).len() >= after {
                 break;
             }
             if child.try_wait().expect("child status").is_some() {
@@ -115,7 +100,7 @@ fn s100_s102_s104_runs_killed_at_random_moments_recover_without_rerunning_comple
         } else {
             Vec::new()
         };
-        let before = lines(&log);
+        let before = read_log(&log);
         let ended = shown_record
             .as_ref()
             .filter(|rec| rec["status"] == "success")
@@ -145,23 +130,23 @@ fn s100_s102_s104_runs_killed_at_random_moments_recover_without_rerunning_comple
         };
         assert_eq!(status, "success", "round {round}");
         assert_eq!(result["n"], json!(round), "round {round}");
-        let after_lines = lines(&log);
+        let after_lines = read_log(&log);
         for step in ["s1", "s2", "s3", "s4", "s5", "s6"] {
             assert!(
-                count(&after_lines, step) >= 1,
+                effects(&after_lines, step) >= 1,
                 "round {round}: {step} never ran; kill after {after} lines; before {before:?} after {after_lines:?} completed {completed:?} log {}",
                 log.display()
             );
             if completed.iter().any(|c| c == step) {
                 assert_eq!(
-                    count(&after_lines, step),
-                    count(&before, step),
+                    effects(&after_lines, step),
+                    effects(&before, step),
                     "round {round}: completed step {step} ran again"
                 );
             } else {
                 // At most the one invocation in flight at the crash runs twice (S104).
                 assert!(
-                    count(&after_lines, step) <= 2,
+                    effects(&after_lines, step) <= 2,
                     "round {round}: {step} ran 3 times"
                 );
             }
@@ -258,7 +243,7 @@ fn s101_weft_serve_recovers_a_run_that_no_process_drives() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn weft run");
-    while lines(&log).len() < 2 && child.try_wait().expect("status").is_none() {
+    while read_log(&log).len() < 2 && child.try_wait().expect("status").is_none() {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     child.kill().expect("SIGKILL");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::plugin_paths;
+use crate::common::{effects, plugin_paths, read_log};
 
 /// How long a child may take before the test calls it hung (a hang detector, not a timing
 /// assumption: every wait below ends on an event long before this).
@@ -623,21 +623,6 @@ fn invocations(record: &Value, path: &str) -> (usize, usize) {
         Some(k) => (k as usize, k as usize - 1 + ended(step)),
         None => (1, ended(step)),
     }
-}
-
-/// Lines of `log` written by `path`.
-fn effects(log: &[String], path: &str) -> usize {
-    log.iter()
-        .filter(|l| l.split(' ').next() == Some(path))
-        .count()
-}
-
-fn read_log(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 #[test]
