@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
+use weft::driver::{Runtime, RuntimeError};
 
 // A full disk under sled's database in the home: sled only, whatever the tests' backend.
 use crate::torture::{
@@ -176,6 +177,47 @@ fn s100_weft_run_on_a_full_disk_fails_cleanly_and_the_run_goes_on_once_there_is_
     assert_eq!(record["result"], json!({ "n": 15 }), "{record}");
     let out = run_weft(&home, &["run", small.to_str().expect("utf-8")]);
     assert_eq!(out.code, 0, "{out:?}");
+}
+
+/// A watch that begins after this process stopped driving a run (its store failed under it)
+/// ends: nothing here will send that run's events any more. It used to wait for ever, and
+/// `weft run` hung when its run stopped before it began to follow the run's events.
+#[tokio::test(flavor = "multi_thread")]
+async fn s100_a_watch_of_a_run_stopped_by_a_full_disk_ends() {
+    let Some(disk) = Tmpfs::mount("2m") else {
+        return;
+    };
+    let files = Home::new();
+    let small = files.file("small.yaml", SMALL);
+    let grow = files.file("grow.yaml", GROW);
+    let home = prepared_home(&disk, &small);
+    disk.fill(600 << 10);
+    let rt = Runtime::open(&home, crate::common::sled_config()).expect("open the home");
+    let workflow = rt.load_workflow(&grow).await.expect("load");
+    let id = rt
+        .start(&workflow, json!({}), None)
+        .await
+        .expect("room to start");
+    let stopped = rt.wait(&id).await;
+    assert!(
+        matches!(stopped, Err(RuntimeError::Halted { .. })),
+        "{stopped:?}"
+    );
+    let mut events = rt.watch_settled(&id, 1).expect("watch");
+    // The stored events, then the end; the timeout only turns a hang into a failure.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        let mut n = 0;
+        while events.recv().await.is_some() {
+            n += 1;
+        }
+        n
+    })
+    .await;
+    assert!(
+        ended.as_ref().is_ok_and(|n| *n > 0),
+        "the watch of a stopped run never ended: {ended:?}"
+    );
+    drop(rt);
 }
 
 #[test]

@@ -866,7 +866,14 @@ impl Runtime {
             next = event.seq + 1;
             let _ = tx.send(Arc::new(event));
         }
-        if last.is_some_and(|kind| until.stops_at(kind)) {
+        // A run this process stopped driving because its store failed (and that no actor drives
+        // again since) gets no more events here: the channel just subscribed to was made for
+        // this watcher, and nothing would ever send on it or close it.
+        let halted_here = {
+            let live = lock(&self.inner.live);
+            !live.contains_key(run_id) && lock(&self.inner.halted).contains_key(run_id)
+        };
+        if halted_here || last.is_some_and(|kind| until.stops_at(kind)) {
             // Nothing more will come: drop the channel unless a live run or watcher uses it.
             drop(live_rx);
             let live = lock(&self.inner.live).contains_key(run_id);
