@@ -766,6 +766,27 @@ impl Store for SledStore {
         self.shared.put(vec![(record_key(run_id, at), record)])
     }
 
+    /// The record, the snapshot and the summary go into the log as one write.
+    fn append_all(
+        &self,
+        run_id: &str,
+        at: RecordKey,
+        record: &[u8],
+        snapshot: Option<&[u8]>,
+        summary: Option<&RunSummary>,
+    ) -> Result<(), StoreError> {
+        let summary = summary.map(Shared::summary_bytes).transpose()?;
+        let mut writes = Vec::with_capacity(3);
+        writes.push((record_key(run_id, at), record));
+        if let Some(snapshot) = snapshot {
+            writes.push((key(SNAPSHOT, run_id), snapshot));
+        }
+        if let Some(summary) = &summary {
+            writes.push((key(SUMMARY, run_id), summary.as_slice()));
+        }
+        self.shared.put(writes)
+    }
+
     fn put_snapshot(&self, run_id: &str, snapshot: &[u8]) -> Result<(), StoreError> {
         self.shared.put(vec![(key(SNAPSHOT, run_id), snapshot)])
     }
