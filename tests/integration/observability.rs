@@ -174,7 +174,7 @@ fn traces_hold_a_span_per_run_and_per_step_attempt_with_their_attributes() {
 }
 
 #[tokio::test]
-async fn metrics_count_runs_by_status_steps_and_their_latency() {
+async fn metrics_count_runs_by_status_steps_their_latency_and_store_syncs() {
     let env = Env::new();
     env.file(
         "counted.yaml",
@@ -212,6 +212,13 @@ steps:
     assert_eq!(value("weft_steps_in_flight"), Some(0.0), "{text}");
     assert!(
         value("weft_transitions_total").is_some_and(|n| n >= 6.0),
+        "{text}"
+    );
+    // S100 for runs alone, one after another: each transition waits for a sync of its own, and
+    // a run's creation shares the sync of its first transition instead of waiting for another.
+    assert_eq!(
+        value("weft_store_syncs_total"),
+        value("weft_transitions_total"),
         "{text}"
     );
     assert!(

@@ -33,6 +33,13 @@ pub enum Msg {
     Event(Event),
     /// Something a running invocation wrote or logged.
     Guest(u64, GuestEvent),
+    /// Start a new run, whose creation is logged but not yet durable; answered once it is.
+    Start {
+        /// When it starts.
+        at: engine::Millis,
+        /// Ok once the run's creation is durable, with its first transition when that applied.
+        reply: oneshot::Sender<Result<(), RuntimeError>>,
+    },
     /// Read the record.
     Show(oneshot::Sender<RunRecord>),
     /// Resume.
@@ -210,6 +217,18 @@ impl Actor {
         match msg {
             Msg::Event(event) => self.apply_all(vec![event]).await,
             Msg::Guest(token, ev) => self.guest_events(vec![(token, ev)]),
+            Msg::Start { at, reply } => {
+                // The first transition's fsync covers the creation logged before it.
+                let started = match self.apply(Event::Start { at }).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if self.halted => Err(e),
+                    Err(e) => {
+                        tracing::warn!(run = %self.state.run_id, "event not applied: {e}");
+                        self.rt.durable().await
+                    }
+                };
+                let _ = reply.send(started);
+            }
             Msg::Show(reply) => {
                 let _ = reply.send(RunRecord::new(&self.state, &self.graph));
             }

@@ -1,6 +1,6 @@
 //! What a runtime counts, in the Prometheus text format (`weft serve` answers it at `/metrics`):
-//! runs by status, runs being driven, invocations in flight, transitions, and each step
-//! invocation's latency by outcome.
+//! runs by status, runs being driven, invocations in flight, transitions, the store syncs they
+//! waited for, and each step invocation's latency by outcome.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -42,6 +42,7 @@ pub(crate) struct Metrics {
     driven: Gauge,
     in_flight: Gauge,
     transitions: Counter,
+    syncs: Counter,
     step_seconds: Family<OutcomeLabel, Histogram, fn() -> Histogram>,
 }
 
@@ -53,6 +54,7 @@ impl Metrics {
         let driven = Gauge::default();
         let in_flight = Gauge::default();
         let transitions = Counter::default();
+        let syncs = Counter::default();
         let step_seconds =
             Family::<OutcomeLabel, Histogram, fn() -> Histogram>::new_with_constructor(
                 latency_histogram,
@@ -74,6 +76,11 @@ impl Metrics {
             transitions.clone(),
         );
         registry.register(
+            "store_syncs",
+            "Syncs (fsyncs) of the store that this process's transitions waited for; transitions of runs in flight share them",
+            syncs.clone(),
+        );
+        registry.register(
             "step_duration_seconds",
             "Time from a step invocation's start to its end, by outcome",
             step_seconds.clone(),
@@ -84,6 +91,7 @@ impl Metrics {
             driven,
             in_flight,
             transitions,
+            syncs,
             step_seconds,
         }
     }
@@ -112,6 +120,11 @@ impl Metrics {
     /// A transition was stored.
     pub(crate) fn transition(&self) {
         self.transitions.inc();
+    }
+
+    /// The counter of store syncs, for the [`Syncer`](super::sync::Syncer) to count them.
+    pub(crate) fn syncs(&self) -> Counter {
+        self.syncs.clone()
     }
 
     /// The text of every metric, with the run counts set from `statuses` (every stored run's).

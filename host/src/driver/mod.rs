@@ -308,12 +308,13 @@ impl Runtime {
         // Process-wide: the last runtime opened sets it (RuntimeConfig::expr_steps).
         crate::engine::expr::set_step_budget(config.expr_steps);
         let notices = store.shared().map(|s| s.notices());
+        let metrics = metrics::Metrics::new();
         let rt = Runtime {
             // The executors start child runs of workflow tools on this runtime (S125).
             inner: Arc::new_cyclic(|me| Inner {
                 executors: Executors::new(host.clone(), store.clone(), natives.clone())
                     .starting_children_on(me.clone()),
-                syncer: Syncer::new(store.clone()),
+                syncer: Syncer::new(store.clone(), metrics.syncs()),
                 store,
                 host,
                 config,
@@ -322,7 +323,7 @@ impl Runtime {
                 natives,
                 home: home.to_path_buf(),
                 halted: Mutex::new(HashMap::new()),
-                metrics: metrics::Metrics::new(),
+                metrics,
                 commits: std::sync::atomic::AtomicU64::new(0),
                 answering: Arc::new(tokio::sync::RwLock::new(())),
                 freed: tokio::sync::Notify::new(),
@@ -552,8 +553,10 @@ impl Runtime {
     }
 
     /// Stores a new run (its summary, definition, the components of `workflow` and its first
-    /// state), waits until that is on disk (S100), then drives it, or with `drive` false leaves
-    /// it to the store's other processes. Returns its id.
+    /// state) and drives it, or with `drive` false leaves it to the store's other processes;
+    /// returns its id once the run is on disk (S100). A driven run's creation is made durable
+    /// by the fsync of its first transition, which the log holds after it: one fsync, not two,
+    /// before a run alone issues its first step.
     async fn launch(
         &self,
         state: RunState,
@@ -579,8 +582,8 @@ impl Runtime {
                 base: &snapshot,
             })
             .map_err(|e| self.write_failed(e))?;
-        self.durable().await?;
         if !drive {
+            self.durable().await?;
             // Pending and nobody's: a worker starts it (S101 recovers a pending run by
             // starting it).
             self.inner
@@ -590,8 +593,14 @@ impl Runtime {
             return Ok(run_id);
         }
         let live = self.spawn(state, graph, 1, 0)?;
-        let _ = live.tx.send(Msg::Event(Event::Start { at: now }));
-        Ok(run_id)
+        let (reply, started) = oneshot::channel();
+        let _ = live.tx.send(Msg::Start { at: now, reply });
+        match started.await {
+            Ok(durable) => durable.map(|()| run_id),
+            // The actor went away without answering (it failed while starting the run and
+            // ended it failed): the creation is made durable here.
+            Err(_) => self.durable().await.map(|()| run_id),
+        }
     }
 
     /// Counts a durable commit; aborts the process at the one

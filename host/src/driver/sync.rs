@@ -14,6 +14,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 
 use crate::store::{Store, StoreError};
@@ -73,9 +74,13 @@ impl Drop for Slot<'_> {
 }
 
 impl Syncer {
-    /// A syncer for `store`.
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self::over(Arc::new(move || store.sync()))
+    /// A syncer for `store`, counting its syncs in `syncs`.
+    pub fn new(store: Arc<dyn Store>, syncs: Counter) -> Self {
+        Self::over(Arc::new(move || {
+            store.sync()?;
+            syncs.inc();
+            Ok(())
+        }))
     }
 
     /// A syncer that makes writes durable with `fsync`.
