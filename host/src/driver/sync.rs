@@ -3,13 +3,14 @@
 //! releases compute while the next covers those that came meanwhile, instead of all runs
 //! waiting on the disk together and then all computing while it idles.
 //!
-//! An fsync does not start the moment its slot is free: its caller first lets every task that
-//! is ready on its worker run (one [`tokio::task::yield_now`], which tokio resumes only once
-//! the worker has nothing else to do), so the runs that the last fsync released append their
-//! next transitions before this one starts, and one fsync covers them all instead of one or
-//! two each. An fsync costs far more CPU than appending a transition (the block layer, the
-//! interrupt, the wake-ups), so with many runs in flight fewer and fuller fsyncs leave more CPU
-//! to the runs; a run alone waits one yield, on an idle worker.
+//! When other requests that no started fsync covers are waiting, the caller that takes a slot
+//! does not start its fsync at once: it first lets every task that is ready on its worker run
+//! (one [`tokio::task::yield_now`], which tokio resumes only once the worker has nothing else
+//! to do), so the runs that the last fsync released append their next transitions before this
+//! one starts, and one fsync covers them all instead of one or two each. An fsync costs far
+//! more CPU than appending a transition (the block layer, the interrupt, the wake-ups), so with
+//! many runs in flight fewer and fuller fsyncs leave more CPU to the runs. A request alone
+//! starts its fsync at once: a run alone waits for nothing more than the disk.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
