@@ -187,6 +187,18 @@ steps:
   - { id: b, plugin: kit, step: inc }
 "#,
     );
+    // The same steps, with a plugin that may send HTTP requests: they must not start before
+    // the transitions that issue them are durable.
+    env.file(
+        "reaching.yaml",
+        r#"
+id: reaching
+plugins:
+  kit: { wasm: "{testkit}", grants: { http: [example.invalid] } }
+steps:
+  - { id: a, plugin: kit, step: inc }
+"#,
+    );
     let addr = serve(&env).await;
     for i in 0..3 {
         let start =
@@ -194,6 +206,9 @@ steps:
         let (status, body) = http(addr, "POST", "/runs?wait=true", Some(start)).await;
         assert_eq!(status, 200, "{body}");
     }
+    let start = json!({ "workflow": "reaching", "input": { "n": 1 }, "run_id": "r0" });
+    let (status, body) = http(addr, "POST", "/runs?wait=true", Some(start)).await;
+    assert_eq!(status, 200, "{body}");
     let (status, text) = http(addr, "GET", "/metrics", None).await;
     assert_eq!(status, 200, "{text}");
     let value = |name: &str| -> Option<f64> {
@@ -202,13 +217,16 @@ steps:
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse().ok())
     };
-    assert_eq!(value("weft_runs{status=\"success\"}"), Some(3.0), "{text}");
+    assert_eq!(value("weft_runs{status=\"success\"}"), Some(4.0), "{text}");
     assert_eq!(value("weft_runs{status=\"failed\"}"), Some(0.0), "{text}");
     assert_eq!(
         value("weft_step_duration_seconds_count{outcome=\"success\"}"),
-        Some(6.0),
+        Some(7.0),
         "{text}"
     );
+    // S100: the six steps of the plugin granted nothing start while their transitions sync;
+    // the step of the plugin granted a host waits for its transition.
+    assert_eq!(value("weft_steps_started_early_total"), Some(6.0), "{text}");
     assert_eq!(value("weft_steps_in_flight"), Some(0.0), "{text}");
     assert!(
         value("weft_transitions_total").is_some_and(|n| n >= 6.0),

@@ -2,7 +2,9 @@
 //! commands.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,6 +59,9 @@ struct Staged {
     effects: Vec<Command>,
 }
 
+/// An invocation the actor's own task runs, to its `StepEnded`.
+type Lone = Pin<Box<dyn Future<Output = Event> + Send>>;
+
 /// Where an invocation's guest events belong.
 struct InFlight {
     abort: AbortHandle,
@@ -80,6 +85,11 @@ pub struct Actor {
     /// The size of the last snapshot.
     snapshot_len: usize,
     in_flight: HashMap<u64, InFlight>,
+    /// The run's only invocation, run on this task instead of a task of its own (see
+    /// [`Actor::invoke`]).
+    lone: Option<Lone>,
+    /// The end of the lone invocation, applied once the messages queued before it are.
+    lone_ended: Option<Event>,
     /// What runs each step of the run.
     executors: Arc<RunExecutors>,
     /// Storing failed: the actor stops (see [`Actor::halt`]).
@@ -123,6 +133,8 @@ impl Actor {
             since_snapshot: 0,
             snapshot_len: 0,
             in_flight: HashMap::new(),
+            lone: None,
+            lone_ended: None,
             executors,
             halted: false,
             span,
@@ -208,7 +220,36 @@ impl Actor {
                 return;
             }
             if next.is_none() {
-                next = rx.recv().await;
+                next = self.next_msg(&mut rx).await;
+            }
+        }
+    }
+
+    /// The next message, running the lone invocation (if any) meanwhile. Its end comes as an
+    /// event once the messages queued before it ended are taken, so the guest events it sent
+    /// are stored before it (S91). It is not sent through the channel: a send to the task that
+    /// is running would wake it again for nothing, and the wake-up costs a worker hand-off.
+    async fn next_msg(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) -> Option<Msg> {
+        loop {
+            if let Some(ended) = self.lone_ended.take() {
+                return Some(match rx.try_recv() {
+                    Ok(queued) => {
+                        self.lone_ended = Some(ended);
+                        queued
+                    }
+                    Err(_) => Msg::Event(ended),
+                });
+            }
+            let Some(lone) = self.lone.as_mut() else {
+                return rx.recv().await;
+            };
+            tokio::select! {
+                biased;
+                msg = rx.recv() => return msg,
+                ended = lone => {
+                    self.lone = None;
+                    self.lone_ended = Some(ended);
+                }
             }
         }
     }
@@ -490,24 +531,73 @@ impl Actor {
 
     /// Waits until the staged transitions are durable, then publishes their events and the
     /// run's status, and carries out their commands in order.
+    ///
+    /// Invocations that can change nothing outside weft ([`RunExecutors::contained`]) start
+    /// before the fsync instead, so that they run while the disk syncs: until the actor
+    /// returns from here it takes no message, so their guest events and their ends are
+    /// stored and published only after the transitions that issued them are on disk (S100).
+    /// Should the process die before, the run is recovered from what is on disk, and nothing
+    /// of such an invocation was kept or seen.
     async fn commit(&mut self, staged: Vec<Staged>) -> Result<(), RuntimeError> {
-        if let Err(e) = self.rt.durable().await {
+        let mut stored = Vec::with_capacity(staged.len());
+        let mut effects = Vec::new();
+        for s in staged {
+            stored.push(s.stored);
+            effects.extend(s.effects);
+        }
+        // An invocation with no other in flight or issued beside it runs on this task: no
+        // task to spawn, and its end reaches the actor without waking another thread.
+        let lone = self.lone.is_none()
+            && self.in_flight.is_empty()
+            && effects
+                .iter()
+                .filter(|c| matches!(c, Command::Invoke(_)))
+                .count()
+                == 1;
+        let mut after = Vec::with_capacity(effects.len());
+        for cmd in effects {
+            match cmd {
+                Command::Invoke(invoke) if self.executors.contained(&invoke.plugin) => {
+                    self.rt.inner.metrics.started_early();
+                    self.invoke(*invoke, lone);
+                }
+                other => after.push(other),
+            }
+        }
+        if let Err(e) = self.durable().await {
             self.halt(&e);
             return Err(e);
         }
         self.rt.committed();
-        let mut effects = Vec::new();
-        for s in staged {
-            for ev in s.stored {
-                self.events.send(ev);
-            }
-            effects.extend(s.effects);
+        for ev in stored.into_iter().flatten() {
+            self.events.send(ev);
         }
         self.publish_status();
-        for cmd in effects {
-            self.carry_out(cmd).await;
+        for cmd in after {
+            self.carry_out(cmd, lone);
         }
         Ok(())
+    }
+
+    /// Returns once every transition stored so far is durable, running the lone invocation
+    /// meanwhile (its end is kept for [`Actor::next_msg`]).
+    async fn durable(&mut self) -> Result<(), RuntimeError> {
+        let rt = self.rt.clone();
+        let sync = rt.durable();
+        tokio::pin!(sync);
+        loop {
+            let Some(lone) = self.lone.as_mut() else {
+                return sync.await;
+            };
+            tokio::select! {
+                biased;
+                r = &mut sync => return r,
+                ended = lone => {
+                    self.lone = None;
+                    self.lone_ended = Some(ended);
+                }
+            }
+        }
     }
 
     /// After a step ended: when it grew a workflow file's state over the limit, puts back the
@@ -548,9 +638,10 @@ impl Actor {
         }))
     }
 
-    async fn carry_out(&mut self, cmd: Command) {
+    /// Carries out `cmd`; an invocation runs on this task when `lone`.
+    fn carry_out(&mut self, cmd: Command, lone: bool) {
         match cmd {
-            Command::Invoke(invoke) => self.invoke(*invoke).await,
+            Command::Invoke(invoke) => self.invoke(*invoke, lone),
             Command::Timer { token, at } => {
                 let tx = self.tx.clone();
                 let clock = self.rt.clock();
@@ -574,7 +665,10 @@ impl Actor {
         }
     }
 
-    async fn invoke(&mut self, cmd: Invoke) {
+    /// Starts an invocation: on a task of its own, or with `lone` on this actor's task, which
+    /// polls it while it waits for messages ([`Actor::next_msg`]). Either way its guest events
+    /// and then its end reach the actor through its channel, in that order.
+    fn invoke(&mut self, cmd: Invoke, lone: bool) {
         let token = cmd.token;
         let abort = AbortHandle::new();
         if self.state.cancelling {
@@ -630,13 +724,23 @@ impl Actor {
             if matches!(outcome, "failed" | "tripwire") {
                 span.record("otel.status_code", "ERROR");
             }
-            let _ = tx.send(Msg::Event(Event::StepEnded {
+            Event::StepEnded {
                 token,
                 result,
                 at: clock.now_ms(),
-            }));
+            }
         };
-        tokio::spawn(task.instrument(span));
+        if lone {
+            self.lone = Some(Box::pin(task.instrument(span)));
+        } else {
+            let tx = self.tx.clone();
+            tokio::spawn(
+                async move {
+                    let _ = tx.send(Msg::Event(task.await));
+                }
+                .instrument(span),
+            );
+        }
     }
 }
 

@@ -96,6 +96,7 @@ impl Executors {
             executors: self.clone(),
             graph,
             plugins: Mutex::new(HashMap::new()),
+            contained: Mutex::new(HashMap::new()),
         }
     }
 
@@ -120,9 +121,32 @@ pub struct RunExecutors {
     executors: Executors,
     graph: Arc<Graph>,
     plugins: Mutex<HashMap<String, Arc<dyn StepExecutor>>>,
+    /// Whether each plugin key asked about so far is contained (see [`RunExecutors::contained`]).
+    contained: Mutex<HashMap<String, bool>>,
 }
 
 impl RunExecutors {
+    /// Whether an invocation under plugin key `key` can change nothing outside weft: a plugin
+    /// step or tool whose sandbox grants no read-write directory and no HTTP host
+    /// ([`Sandbox::reaches_out`]). Its only effects are its guest events and its end, which
+    /// reach the actor through its channel; so it may start before the transition that
+    /// issued it is on disk, and is applied only after. Native steps, model calls and
+    /// workflow tools may reach anything: never contained.
+    pub fn contained(&self, key: &str) -> bool {
+        if [MODEL_PLUGIN, WORKFLOW_TOOL_PLUGIN, NATIVE_PLUGIN].contains(&key) {
+            return false;
+        }
+        let Some(plugin) = self.graph.plugins.get(key) else {
+            return false;
+        };
+        if let Some(&known) = lock(&self.contained).get(key) {
+            return known;
+        }
+        let contained = sandbox(key, plugin).is_ok_and(|s| !s.reaches_out());
+        lock(&self.contained).insert(key.to_owned(), contained);
+        contained
+    }
+
     /// The executor of step `step` of plugin key `key` (an [`Invoke`](crate::engine::Invoke)'s
     /// `plugin` and `step`).
     pub async fn resolve(
@@ -270,6 +294,38 @@ mod tests {
             .expect("nothing is registered as kit");
         assert!(matches!(err, Unresolved::NoNative { ref name } if name == "kit"));
         assert!(err.to_string().contains("Runtime::register"), "{err}");
+    }
+
+    /// S100: only steps that can change nothing outside weft start before their transition
+    /// is durable.
+    #[test]
+    fn s100_only_plugins_granted_no_read_write_directory_and_no_host_are_contained() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (run, _, _) = resolver(dir.path());
+        let here = dir.path().to_str().expect("utf-8 path");
+        let graph = |sandbox: serde_json::Value| {
+            let mut graph = Graph::clone(&run.graph);
+            graph.plugins["f/kit"].sandbox = sandbox;
+            Executors::new(
+                run.executors.host.clone(),
+                run.executors.store.clone(),
+                NativeSteps::default(),
+            )
+            .for_run(Arc::new(graph))
+        };
+        let read_only =
+            json!({"grants": {"env": {"A": "1"}, "dirs": [{"host": here, "guest": "/d"}]}});
+        assert!(graph(json!({})).contained("f/kit"));
+        assert!(graph(read_only).contained("f/kit"));
+        let http = json!({"grants": {"http": ["example.com"]}});
+        assert!(!graph(http).contained("f/kit"));
+        let rw = json!({"grants": {"dirs": [{"host": here, "guest": "/d", "mode": "rw"}]}});
+        assert!(!graph(rw).contained("f/kit"), "a read-write directory");
+        assert!(!run.contained("f/bad"), "a sandbox that does not parse");
+        assert!(!run.contained("f/other"), "not in the graph");
+        for key in [NATIVE_PLUGIN, MODEL_PLUGIN, WORKFLOW_TOOL_PLUGIN] {
+            assert!(!run.contained(key), "{key}");
+        }
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! What a runtime counts, in the Prometheus text format (`weft serve` answers it at `/metrics`):
-//! runs by status, runs being driven, invocations in flight, transitions, the store syncs they
-//! waited for, and each step invocation's latency by outcome.
+//! runs by status, runs being driven, invocations in flight, those started before the
+//! transition that issued them was durable, transitions, the store syncs they waited for, and
+//! each step invocation's latency by outcome.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -41,6 +42,7 @@ pub(crate) struct Metrics {
     runs: Family<StatusLabel, Gauge>,
     driven: Gauge,
     in_flight: Gauge,
+    started_early: Counter,
     transitions: Counter,
     syncs: Counter,
     step_seconds: Family<OutcomeLabel, Histogram, fn() -> Histogram>,
@@ -53,6 +55,7 @@ impl Metrics {
         let runs = Family::<StatusLabel, Gauge>::default();
         let driven = Gauge::default();
         let in_flight = Gauge::default();
+        let started_early = Counter::default();
         let transitions = Counter::default();
         let syncs = Counter::default();
         let step_seconds =
@@ -69,6 +72,11 @@ impl Metrics {
             "steps_in_flight",
             "Step invocations under way in this process",
             in_flight.clone(),
+        );
+        registry.register(
+            "steps_started_early",
+            "Step invocations started while the transition that issued them was being made durable (steps of plugins granted no read-write directory and no HTTP host, S100)",
+            started_early.clone(),
         );
         registry.register(
             "transitions",
@@ -90,6 +98,7 @@ impl Metrics {
             runs,
             driven,
             in_flight,
+            started_early,
             transitions,
             syncs,
             step_seconds,
@@ -105,6 +114,11 @@ impl Metrics {
     /// A step invocation started.
     pub(crate) fn invocation_started(&self) {
         self.in_flight.inc();
+    }
+
+    /// A step invocation started before the transition that issued it was durable.
+    pub(crate) fn started_early(&self) {
+        self.started_early.inc();
     }
 
     /// A step invocation ended with `result` after `took`.

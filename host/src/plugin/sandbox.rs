@@ -156,6 +156,14 @@ pub enum DirMode {
 }
 
 impl Sandbox {
+    /// Whether an invocation can change anything outside weft: with a directory granted
+    /// read-write, or a host granted for HTTP. Reading granted environment variables and
+    /// read-only directories changes nothing. An invocation that cannot may start before the
+    /// transition that issued it is on disk (S100).
+    pub fn reaches_out(&self) -> bool {
+        !self.grants.http.is_empty() || self.grants.dirs.iter().any(|d| d.mode == DirMode::Rw)
+    }
+
     /// Checks what can be checked before any invocation: granted directories exist and are
     /// absolute, guest paths and env names are well formed, HTTP grants are host names.
     ///
