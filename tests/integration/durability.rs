@@ -295,3 +295,88 @@ fn s101_weft_serve_recovers_a_run_that_no_process_drives() {
             .contains("recovered 1 runs: orphan")
     );
 }
+
+/// S100, S102, S103: steps of a plugin granted nothing start before the transitions that issue
+/// them are durable, and a run of them goes on without waiting for the syncs of transitions
+/// nothing outside waits on. A host that dies right after any of its durable commits (the run
+/// ahead of the disk by then) must leave a run that recovers to the same result, with every
+/// step's end stored once and its events numbered without gap or duplicate.
+#[test]
+fn s100_s102_s103_a_run_ahead_of_the_disk_recovers_from_a_crash_after_any_commit() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("inner.yaml"), plugin_paths(INNER)).expect("inner");
+    let file = dir.path().join("everything.yaml");
+    std::fs::write(&file, plugin_paths(EVERYTHING)).expect("workflow");
+    let file = file.to_str().expect("utf-8");
+    let mut results = Vec::new();
+    let mut crashes = 0;
+    for n in 1.. {
+        let home = dir.path().join(format!("home{n}"));
+        let first = weft(&home)
+            .args(["--crash-after-commits", &n.to_string()])
+            .args([
+                "run",
+                file,
+                "--run-id",
+                "r",
+                "--input",
+                "{\"n\": 4}",
+                "--json",
+            ])
+            .output()
+            .expect("weft run");
+        let stderr = String::from_utf8_lossy(&first.stderr);
+        let record = if first.status.success() {
+            serde_json::from_slice::<Value>(&first.stdout).expect("record")
+        } else {
+            assert!(
+                stderr.contains(&format!("crashing after commit {n}")),
+                "commit {n}: {stderr}"
+            );
+            crashes += 1;
+            let resumed = weft(&home)
+                .args(["resume", "r", "--json"])
+                .output()
+                .expect("weft resume");
+            let shown = if resumed.status.success() {
+                resumed
+            } else {
+                // The crash came after the run's last commit: it has ended already.
+                weft(&home)
+                    .args(["show", "r", "--json"])
+                    .output()
+                    .expect("weft show")
+            };
+            serde_json::from_slice::<Value>(&shown.stdout).expect("record")
+        };
+        assert_eq!(record["status"], "success", "commit {n}: {record}");
+        results.push(record["result"].clone());
+        let watched = weft(&home)
+            .args(["watch", "r"])
+            .output()
+            .expect("weft watch");
+        let events: Vec<Value> = String::from_utf8_lossy(&watched.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("an event"))
+            .collect();
+        let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+        assert_eq!(
+            seqs,
+            (1..=seqs.len() as u64).collect::<Vec<_>>(),
+            "commit {n}: seq with a gap or a duplicate"
+        );
+        let mut ended = std::collections::BTreeSet::new();
+        for e in events.iter().filter(|e| e["type"] == "step-succeeded") {
+            let key = format!("{} {} {}", e["path"], e["foreach_index"], e["iteration"]);
+            assert!(ended.insert(key), "commit {n}: a step ended twice: {e}");
+        }
+        if first.status.success() {
+            break;
+        }
+    }
+    assert!(crashes >= 3, "only {crashes} commits before the run ended");
+    let whole = results.last().expect("a run without a crash").clone();
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(*r, whole, "crashed after commit {}", i + 1);
+    }
+}

@@ -57,10 +57,15 @@ const MAX_BATCH: usize = 256;
 struct Staged {
     stored: Vec<StoredEvent>,
     effects: Vec<Command>,
+    /// The run's status changed: waiters are told, once it is durable.
+    status_changed: bool,
 }
 
 /// An invocation the actor's own task runs, to its `StepEnded`.
 type Lone = Pin<Box<dyn Future<Output = Event> + Send>>;
+
+/// A sync under way in the background, for transitions whose events wait for it.
+type Syncing = Pin<Box<dyn Future<Output = Result<(), RuntimeError>> + Send>>;
 
 /// Where an invocation's guest events belong.
 struct InFlight {
@@ -90,6 +95,11 @@ pub struct Actor {
     lone: Option<Lone>,
     /// The end of the lone invocation, applied once the messages queued before it are.
     lone_ended: Option<Event>,
+    /// Events of transitions stored but not yet known to be durable, in order: published once
+    /// a sync covers them (see [`Actor::commit`]).
+    unpublished: Vec<StoredEvent>,
+    /// The sync under way for the first `.1` of `unpublished`.
+    syncing: Option<(Syncing, usize)>,
     /// What runs each step of the run.
     executors: Arc<RunExecutors>,
     /// Storing failed: the actor stops (see [`Actor::halt`]).
@@ -135,6 +145,8 @@ impl Actor {
             in_flight: HashMap::new(),
             lone: None,
             lone_ended: None,
+            unpublished: Vec::new(),
+            syncing: None,
             executors,
             halted: false,
             span,
@@ -161,6 +173,9 @@ impl Actor {
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
         let mut next = rx.recv().await;
         while let Some(msg) = next.take() {
+            // A run whose steps all end at once, without waiting for a sync, would otherwise
+            // never give its worker back to other runs.
+            tokio::task::consume_budget().await;
             let handled = match msg {
                 Msg::Guest(token, ev) => {
                     let mut batch = vec![(token, ev)];
@@ -229,6 +244,9 @@ impl Actor {
     /// event once the messages queued before it ended are taken, so the guest events it sent
     /// are stored before it (S91). It is not sent through the channel: a send to the task that
     /// is running would wake it again for nothing, and the wake-up costs a worker hand-off.
+    ///
+    /// Meanwhile it also waits for the sync under way, and publishes the events it covers.
+    /// `None` once the channel closed, or a sync failed and the actor halted.
     async fn next_msg(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) -> Option<Msg> {
         loop {
             if let Some(ended) = self.lone_ended.take() {
@@ -240,18 +258,58 @@ impl Actor {
                     Err(_) => Msg::Event(ended),
                 });
             }
-            let Some(lone) = self.lone.as_mut() else {
-                return rx.recv().await;
+            let lone = async {
+                match self.lone.as_mut() {
+                    Some(lone) => lone.await,
+                    None => std::future::pending().await,
+                }
+            };
+            let synced = async {
+                match self.syncing.as_mut() {
+                    Some((sync, _)) => sync.await,
+                    None => std::future::pending().await,
+                }
             };
             tokio::select! {
                 biased;
                 msg = rx.recv() => return msg,
+                r = synced => {
+                    if let Err(e) = r {
+                        self.halt(&e);
+                        return None;
+                    }
+                    self.synced();
+                }
                 ended = lone => {
                     self.lone = None;
                     self.lone_ended = Some(ended);
                 }
             }
         }
+    }
+
+    /// The sync under way ended: publishes the events it covers, and starts the next for
+    /// those stored since.
+    fn synced(&mut self) {
+        let Some((_, covered)) = self.syncing.take() else {
+            return;
+        };
+        self.rt.committed();
+        let rest = self.unpublished.split_off(covered);
+        for ev in std::mem::replace(&mut self.unpublished, rest) {
+            self.events.send(ev);
+        }
+        if !self.unpublished.is_empty() {
+            self.start_syncing();
+        }
+    }
+
+    /// Starts a sync of every write made so far, in the background, for `unpublished`.
+    fn start_syncing(&mut self) {
+        let rt = self.rt.clone();
+        let ticket = rt.sync_ticket();
+        let sync: Syncing = Box::pin(async move { rt.durable_at(ticket).await });
+        self.syncing = Some((sync, self.unpublished.len()));
     }
 
     async fn handle(&mut self, msg: Msg) {
@@ -271,6 +329,10 @@ impl Actor {
                 let _ = reply.send(started);
             }
             Msg::Show(reply) => {
+                // What it shows is durable (S100): transitions still syncing first.
+                if !self.unpublished.is_empty() && self.flush().await.is_err() {
+                    return;
+                }
                 let _ = reply.send(RunRecord::new(&self.state, &self.graph));
             }
             Msg::Resume(request, reply) => {
@@ -370,8 +432,13 @@ impl Actor {
             self.halt(&e);
             return;
         }
-        for ev in stored {
-            self.events.send(ev);
+        if self.unpublished.is_empty() {
+            for ev in stored {
+                self.events.send(ev);
+            }
+        } else {
+            // After the events of transitions still syncing, in seq order.
+            self.unpublished.extend(stored);
         }
     }
 
@@ -457,7 +524,7 @@ impl Actor {
     /// One transition: advance, store (S100), publish, then carry out the commands.
     async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
         let staged = self.stage(event)?;
-        self.commit(vec![staged]).await
+        self.commit(vec![staged], false).await
     }
 
     /// Transitions that arrived together: each advanced and stored in turn, then all made
@@ -473,7 +540,7 @@ impl Actor {
             }
         }
         if !staged.is_empty()
-            && let Err(e) = self.commit(staged).await
+            && let Err(e) = self.commit(staged, true).await
             && !self.halted
         {
             tracing::warn!(run = %self.state.run_id, "events not applied: {e}");
@@ -526,24 +593,33 @@ impl Actor {
             return Err(e);
         }
         self.rt.inner.metrics.transition();
-        Ok(Staged { stored, effects })
+        Ok(Staged {
+            stored,
+            effects,
+            status_changed,
+        })
     }
 
-    /// Waits until the staged transitions are durable, then publishes their events and the
-    /// run's status, and carries out their commands in order.
+    /// Makes the staged transitions take effect once they are durable: publishes their events
+    /// and the run's status, and carries out their commands in order.
     ///
-    /// Invocations that can change nothing outside weft ([`RunExecutors::contained`]) start
-    /// before the fsync instead, so that they run while the disk syncs: until the actor
-    /// returns from here it takes no message, so their guest events and their ends are
-    /// stored and published only after the transitions that issued them are on disk (S100).
-    /// Should the process die before, the run is recovered from what is on disk, and nothing
-    /// of such an invocation was kept or seen.
-    async fn commit(&mut self, staged: Vec<Staged>) -> Result<(), RuntimeError> {
-        let mut stored = Vec::with_capacity(staged.len());
+    /// Invocations that can change nothing outside weft ([`RunExecutors::contained`]) start at
+    /// once instead, so that they run while the disk syncs; their guest events and their ends
+    /// come to the actor as messages, stored after the transitions that issued them. When
+    /// nothing else waits on the transitions (with `defer`: no other command, no change of
+    /// status, nobody to answer), the actor does not wait for their sync either: their events
+    /// are published once a sync in the background covers them ([`Actor::next_msg`]), and the
+    /// run goes on meanwhile. Nothing outside the process sees a transition before it is
+    /// durable (S100): a watcher gets its events after the sync, a waiter the run's status,
+    /// any other command waits for it; should the process die before, the run is recovered
+    /// from what is on disk, and no invocation it had started early left a trace.
+    async fn commit(&mut self, staged: Vec<Staged>, defer: bool) -> Result<(), RuntimeError> {
         let mut effects = Vec::new();
+        let mut status_changed = false;
         for s in staged {
-            stored.push(s.stored);
+            self.unpublished.extend(s.stored);
             effects.extend(s.effects);
+            status_changed |= s.status_changed;
         }
         // An invocation with no other in flight or issued beside it runs on this task: no
         // task to spawn, and its end reaches the actor without waking another thread.
@@ -564,14 +640,13 @@ impl Actor {
                 other => after.push(other),
             }
         }
-        if let Err(e) = self.durable().await {
-            self.halt(&e);
-            return Err(e);
+        if defer && after.is_empty() && !status_changed {
+            if self.syncing.is_none() {
+                self.start_syncing();
+            }
+            return Ok(());
         }
-        self.rt.committed();
-        for ev in stored.into_iter().flatten() {
-            self.events.send(ev);
-        }
+        self.flush().await?;
         self.publish_status();
         for cmd in after {
             self.carry_out(cmd, lone);
@@ -579,25 +654,36 @@ impl Actor {
         Ok(())
     }
 
-    /// Returns once every transition stored so far is durable, running the lone invocation
-    /// meanwhile (its end is kept for [`Actor::next_msg`]).
-    async fn durable(&mut self) -> Result<(), RuntimeError> {
+    /// Waits until every transition stored so far is durable, running the lone invocation
+    /// meanwhile (its end is kept for [`Actor::next_msg`]), then publishes their events.
+    async fn flush(&mut self) -> Result<(), RuntimeError> {
+        // A sync taken now covers what the one under way does, and more.
+        self.syncing = None;
         let rt = self.rt.clone();
         let sync = rt.durable();
         tokio::pin!(sync);
-        loop {
+        let synced = loop {
             let Some(lone) = self.lone.as_mut() else {
-                return sync.await;
+                break sync.await;
             };
             tokio::select! {
                 biased;
-                r = &mut sync => return r,
+                r = &mut sync => break r,
                 ended = lone => {
                     self.lone = None;
                     self.lone_ended = Some(ended);
                 }
             }
+        };
+        if let Err(e) = synced {
+            self.halt(&e);
+            return Err(e);
         }
+        self.rt.committed();
+        for ev in std::mem::take(&mut self.unpublished) {
+            self.events.send(ev);
+        }
+        Ok(())
     }
 
     /// After a step ended: when it grew a workflow file's state over the limit, puts back the

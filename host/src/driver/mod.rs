@@ -620,10 +620,24 @@ impl Runtime {
     /// Returns once every write made so far is on disk (with `sync_writes`; at once without):
     /// a new run is acknowledged only then (S100), sharing the fsync with other transitions.
     async fn durable(&self) -> Result<(), RuntimeError> {
-        if self.inner.config.sync_writes {
+        self.durable_at(self.sync_ticket()).await
+    }
+
+    /// A ticket for the writes made so far, which [`Runtime::durable_at`] waits for; none
+    /// without `sync_writes`.
+    fn sync_ticket(&self) -> Option<u64> {
+        self.inner
+            .config
+            .sync_writes
+            .then(|| self.inner.syncer.ticket())
+    }
+
+    /// Returns once the writes made before `ticket` was taken are on disk.
+    async fn durable_at(&self, ticket: Option<u64>) -> Result<(), RuntimeError> {
+        if let Some(ticket) = ticket {
             self.inner
                 .syncer
-                .sync()
+                .until(ticket)
                 .await
                 .map_err(|e| self.write_failed(e))?;
         }

@@ -102,9 +102,14 @@ impl Syncer {
         self.started.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Returns once every write made before the call is durable.
-    pub async fn sync(&self) -> Result<(), StoreError> {
-        let mine = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
+    /// A ticket that orders a sync after every write made so far: [`Syncer::until`] with it
+    /// returns once they are durable.
+    pub fn ticket(&self) -> u64 {
+        self.requested.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Returns once every write made before the ticket `mine` was taken is durable.
+    pub async fn until(&self, mine: u64) -> Result<(), StoreError> {
         let mut done = self.done.subscribe();
         loop {
             if *done.borrow_and_update() >= mine {
@@ -188,7 +193,7 @@ mod tests {
                 tokio::spawn(async move {
                     for _ in 0..ROUNDS {
                         let mine = written.fetch_add(1, Ordering::SeqCst) + 1;
-                        syncer.sync().await.expect("sync");
+                        syncer.until(syncer.ticket()).await.expect("sync");
                         let covered = durable.load(Ordering::SeqCst);
                         assert!(
                             covered >= mine,
