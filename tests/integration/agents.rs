@@ -415,9 +415,12 @@ async fn s123_s102_a_host_killed_at_every_checkpoint_of_an_agent_run_finishes_it
             &format!("crashed after commit {n}"),
         );
     }
+    // A model call reaches out of weft, so the transition issuing it is synced before it
+    // starts, and so is the run's end; the tool calls between are contained and may share
+    // the next sync (S100).
     assert!(
-        crashes >= 5,
-        "an agent run of three model calls commits at least five times"
+        crashes >= 4,
+        "an agent run of three model calls commits before each of them and at its end"
     );
 }
 
