@@ -820,6 +820,9 @@ impl Actor {
             self.lone = Some(Box::pin(task.instrument(span)));
         } else {
             let tx = self.tx.clone();
+            // Boxed, so that spawning moves a pointer rather than the whole invocation's
+            // future (a few kilobytes, copied into the task and again on its first poll).
+            let task = Box::pin(task);
             tokio::spawn(
                 async move {
                     let _ = tx.send(Msg::Event(task.await));
