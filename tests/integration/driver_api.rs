@@ -349,6 +349,7 @@ fn plant_copy(
             definition: &definition,
             plugins: &[],
             base: &base,
+            fresh_id: false,
         })
         .expect("create");
 }

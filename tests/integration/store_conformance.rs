@@ -89,6 +89,7 @@ fn create(store: &dyn Store, run_id: &str, created_at: i64) -> RunSummary {
             definition: format!("definition of {run_id}").as_bytes(),
             plugins: &[(DIGEST_A, b"component a")],
             base: format!("base of {run_id}").as_bytes(),
+            fresh_id: false,
         })
         .unwrap_or_else(|e| panic!("create {run_id}: {e}"));
     s
@@ -119,6 +120,7 @@ fn a_created_run_reads_back_its_summary_definition_base_and_components(store: &d
             definition: b"{\"id\":\"w\"}",
             plugins: &[(DIGEST_A, b"component a"), (DIGEST_B, b"component b")],
             base: b"first state",
+            fresh_id: false,
         })
         .expect("create");
     assert_eq!(store.summary("r1").expect("summary"), Some(s.clone()));
@@ -154,6 +156,7 @@ fn a_second_run_with_an_existing_id_is_refused_with_run_exists(store: &dyn Store
         definition: b"another definition",
         plugins: &[(DIGEST_B, b"component b")],
         base: b"another base",
+        fresh_id: false,
     });
     assert!(
         matches!(&refused, Err(StoreError::RunExists(id)) if id == "r1"),
@@ -325,6 +328,7 @@ fn runs_sharing_a_component_and_a_definition_each_read_them_back(store: &dyn Sto
                 definition: b"the same definition",
                 plugins: &[(DIGEST_A, b"component a")],
                 base: id.as_bytes(),
+                fresh_id: false,
             })
             .unwrap_or_else(|e| panic!("create {id}, naming a stored component again: {e}"));
     }
@@ -491,6 +495,7 @@ mod shared_postgres {
             definition: b"definition of r1",
             plugins: &[(super::DIGEST_A, b"component a")],
             base: b"base of r1",
+            fresh_id: false,
         });
         assert!(
             matches!(&refused, Err(StoreError::RunExists(id)) if id == "r1"),

@@ -224,6 +224,7 @@ fn no_run_id_aliases_another_in_the_store_even_unchecked() {
                 definition: b"{}",
                 plugins: &[],
                 base: id.as_bytes(),
+                fresh_id: false,
             })
             .expect("create");
     }

@@ -425,6 +425,7 @@ fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64)
             definition,
             plugins: &[],
             base,
+            fresh_id: false,
         })
         .expect("plant a run");
     store.sync().expect("sync");

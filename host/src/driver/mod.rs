@@ -452,9 +452,11 @@ impl Runtime {
         input: Value,
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
-        let run_id = new_run_id(run_id)?;
-        let (graph, definition) = workflow.shared().map_err(|e| encode_failed(&run_id, e))?;
-        self.start_graph(graph, &definition, Some(workflow), input, run_id, true)
+        let new = new_run_id(run_id)?;
+        let (graph, definition) = workflow
+            .shared()
+            .map_err(|e| encode_failed(&new.run_id, e))?;
+        self.start_graph(graph, &definition, Some(workflow), input, new, true)
             .await
     }
 
@@ -471,13 +473,15 @@ impl Runtime {
         if !self.is_shared() {
             return Err(RuntimeError::NotShared);
         }
-        let run_id = new_run_id(run_id)?;
-        let (graph, definition) = workflow.shared().map_err(|e| encode_failed(&run_id, e))?;
-        self.start_graph(graph, &definition, Some(workflow), input, run_id, false)
+        let new = new_run_id(run_id)?;
+        let (graph, definition) = workflow
+            .shared()
+            .map_err(|e| encode_failed(&new.run_id, e))?;
+        self.start_graph(graph, &definition, Some(workflow), input, new, false)
             .await
     }
 
-    /// Starts run `run_id` of `graph` (serialized as `definition`) with `input`, checked; the
+    /// Starts run `new` of `graph` (serialized as `definition`) with `input`, checked; the
     /// components of `workflow`, when given, are stored with it.
     async fn start_graph(
         &self,
@@ -485,7 +489,7 @@ impl Runtime {
         definition: &[u8],
         workflow: Option<&LoadedWorkflow>,
         mut input: Value,
-        run_id: String,
+        new: NewId,
         drive: bool,
     ) -> Result<String, RuntimeError> {
         self.inner
@@ -494,8 +498,8 @@ impl Runtime {
             .check_value("run input", &input)?;
         engine::check_run_input(&graph, &mut input).map_err(RuntimeError::InvalidInput)?;
         let now = self.now();
-        let state = engine::new_run(&graph, run_id.clone(), input, now);
-        self.launch(state, graph, definition, workflow, now, drive)
+        let state = engine::new_run(&graph, new.run_id, input, now);
+        self.launch(state, graph, definition, workflow, now, (drive, new.fresh))
             .await
     }
 
@@ -511,7 +515,7 @@ impl Runtime {
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
         check_run_id(source)?;
-        let run_id = new_run_id(run_id)?;
+        let NewId { run_id, fresh } = new_run_id(run_id)?;
         if let Some(input) = &input {
             self.inner
                 .config
@@ -548,12 +552,13 @@ impl Runtime {
             },
         )?;
         let definition = serde_json::to_vec(&*graph).map_err(|e| encode_failed(&run_id, e))?;
-        self.launch(state, graph, &definition, workflow, now, true)
+        self.launch(state, graph, &definition, workflow, now, (true, fresh))
             .await
     }
 
     /// Stores a new run (its summary, definition, the components of `workflow` and its first
-    /// state) and drives it, or with `drive` false leaves it to the store's other processes;
+    /// state) and drives it, or with `drive` false leaves it to the store's other processes
+    /// (`fresh`: its id was made here, [`NewRun::fresh_id`]);
     /// returns its id once the run is on disk (S100). A driven run's creation is made durable
     /// by the fsync of its first transition, which the log holds after it: one fsync, not two,
     /// before a run alone issues its first step.
@@ -564,7 +569,7 @@ impl Runtime {
         definition: &[u8],
         workflow: Option<&LoadedWorkflow>,
         now: engine::Millis,
-        drive: bool,
+        (drive, fresh): (bool, bool),
     ) -> Result<String, RuntimeError> {
         let run_id = state.run_id.clone();
         let snapshot = serde_json::to_vec(&state).map_err(|e| encode_failed(&run_id, e))?;
@@ -580,6 +585,7 @@ impl Runtime {
                 definition,
                 plugins: &plugin_bytes,
                 base: &snapshot,
+                fresh_id: fresh,
             })
             .map_err(|e| self.write_failed(e))?;
         if !drive {
@@ -647,11 +653,16 @@ impl Runtime {
     /// Waits until the run has ended or suspended, and returns its record.
     pub async fn wait(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
         check_run_id(run_id)?;
-        if let Some(mut rx) = self.live(run_id).map(|l| l.status)
-            && let Ok(progress) = rx.wait_for(|p| p.settled.is_some()).await
-            && let Some(record) = &progress.settled
-        {
-            return Ok(RunRecord::clone(record));
+        if let Some(mut rx) = self.live(run_id).map(|l| l.status) {
+            let settled = match rx.wait_for(|p| p.settled.is_some()).await {
+                Ok(progress) => progress.settled.clone(),
+                Err(_) => None,
+            };
+            if let Some(record) = settled {
+                // Once the actor has retired and let its record go, this is the only copy.
+                drop(rx);
+                return Ok(Arc::unwrap_or_clone(record));
+            }
         }
         // Not live, or its actor retired: the store has the final word.
         if let Some(halted) = self.halted(run_id) {
@@ -1171,14 +1182,26 @@ impl Runtime {
 const FOLLOW_TICK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The id for a new run: the one given, once checked, or a new ULID.
-fn new_run_id(given: Option<String>) -> Result<String, RuntimeError> {
+fn new_run_id(given: Option<String>) -> Result<NewId, RuntimeError> {
     match given {
-        Some(id) => {
-            check_run_id(&id)?;
-            Ok(id)
+        Some(run_id) => {
+            check_run_id(&run_id)?;
+            Ok(NewId {
+                run_id,
+                fresh: false,
+            })
         }
-        None => Ok(ulid::Ulid::new().to_string()),
+        None => Ok(NewId {
+            run_id: ulid::Ulid::new().to_string(),
+            fresh: true,
+        }),
     }
+}
+
+/// A new run's id, and whether it was made here ([`NewRun::fresh_id`]).
+struct NewId {
+    run_id: String,
+    fresh: bool,
 }
 
 /// The run's records from `from` on, parsed.

@@ -59,7 +59,12 @@ impl WorkflowTool {
                 definition,
                 None,
                 request.call.input.clone(),
-                child.clone(),
+                // Each call's child has an id of its own, made from the call: a call issued
+                // again finds its child stored (S125).
+                super::NewId {
+                    run_id: child.clone(),
+                    fresh: false,
+                },
                 true,
             )
             .await

@@ -78,10 +78,10 @@ impl Blobs {
 
     /// Stores `bytes` under `digest` (their sha256) unless a blob of that digest exists.
     pub fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        let path = self.path(digest)?;
         if self.is_known(digest) {
             return Ok(());
         }
+        let path = self.path(digest)?;
         if path.exists() {
             self.remember(digest);
             return Ok(());

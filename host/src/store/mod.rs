@@ -111,6 +111,10 @@ pub struct NewRun<'a> {
     pub plugins: &'a [(&'a str, &'a [u8])],
     /// The run's first state, from which its records fold.
     pub base: &'a [u8],
+    /// Whether the run id was made here (a ULID: 48 bits of time, 80 random), so that no
+    /// stored run has it and a backend may skip looking; a given id is looked for
+    /// ([`StoreError::RunExists`]).
+    pub fresh_id: bool,
 }
 
 /// What every backend provides.

@@ -742,7 +742,7 @@ impl Store for SledStore {
     fn create_run(&self, run: NewRun<'_>) -> Result<(), StoreError> {
         let s = &self.shared;
         let id = &run.summary.run_id;
-        if s.get(SUMMARY, id)?.is_some() {
+        if !run.fresh_id && s.get(SUMMARY, id)?.is_some() {
             return Err(StoreError::RunExists(id.clone()));
         }
         let plugins: usize = run.plugins.iter().map(|(_, bytes)| bytes.len()).sum();
