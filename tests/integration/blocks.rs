@@ -1993,3 +1993,67 @@ steps:
     );
     assert_eq!(rec.steps["l.g"].iteration, Some(1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s26_s91_steps_run_on_their_runs_own_task_keep_their_chunks_before_their_ends() {
+    // `own_task_above: 0`: every invocation of every run runs on its run's own task, as it
+    // does by default once more runs have steps in flight than there are worker threads.
+    let env = Env::with_config(crate::common::config().with_own_task_above(0));
+    let yaml = wf(r#"
+steps:
+  - foreach:
+      id: f
+      concurrency: 3
+      do:
+        - { id: e, plugin: kit, step: emit, config: { chunks: [1, 2, 3] } }
+        - { id: d, plugin: kit, step: double }
+"#);
+    let path = env.file("workflow.yaml", &yaml);
+    let w = env.load(&path).await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(
+            env.rt
+                .start(&w, json!([1, 2, 3, 4, 5, 6]), None)
+                .await
+                .expect("start"),
+        );
+    }
+    for id in &ids {
+        let rec = env.rt.wait(id).await.expect("wait");
+        assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+        assert_eq!(rec.result, Some(json!([2, 4, 6, 8, 10, 12])));
+        let events = env.events(id);
+        for i in 0..6u32 {
+            let chunks: Vec<(usize, Value)> = events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| {
+                    kind(e) == "step-output"
+                        && e.path.as_deref() == Some("f.e")
+                        && e.foreach_index == Some(i)
+                })
+                .map(|(at, e)| (at, e.data.clone()))
+                .collect();
+            let data: Vec<&Value> = chunks.iter().map(|(_, d)| d).collect();
+            assert_eq!(data, [&json!(1), &json!(2), &json!(3), &json!("last")]);
+            let ended = events
+                .iter()
+                .position(|e| {
+                    kind(e) == "step-progress"
+                        && e.data["index"] == json!(i)
+                        && e.data["status"] == "success"
+                })
+                .expect("the item's end");
+            assert!(
+                chunks.iter().all(|(at, _)| *at < ended),
+                "S91: item {i}'s chunks are stored before its end"
+            );
+        }
+    }
+    let text = env.rt.metrics().expect("metrics");
+    assert!(
+        text.lines().any(|l| l == "weft_steps_on_run_task_total 48"),
+        "all 48 steps ran on their runs' tasks: {text}"
+    );
+}

@@ -227,6 +227,8 @@ steps:
     // S100: the six steps of the plugin granted nothing start while their transitions sync;
     // the step of the plugin granted a host waits for its transition.
     assert_eq!(value("weft_steps_started_early_total"), Some(6.0), "{text}");
+    // Each of the seven steps was its run's only invocation, run on the run's own task.
+    assert_eq!(value("weft_steps_on_run_task_total"), Some(7.0), "{text}");
     assert_eq!(value("weft_steps_in_flight"), Some(0.0), "{text}");
     assert!(
         value("weft_transitions_total").is_some_and(|n| n >= 6.0),

@@ -1,14 +1,16 @@
 //! One task per live run: it owns the run's state, applies events, commits, and carries out
 //! commands.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::FutureExt;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
@@ -62,7 +64,7 @@ struct Staged {
 }
 
 /// An invocation the actor's own task runs, to its `StepEnded`.
-type Lone = Pin<Box<dyn Future<Output = Event> + Send>>;
+type Local = Pin<Box<dyn Future<Output = Event> + Send>>;
 
 /// A sync under way in the background, for transitions whose events wait for it.
 type Syncing = Pin<Box<dyn Future<Output = Result<(), RuntimeError>> + Send>>;
@@ -90,11 +92,13 @@ pub struct Actor {
     /// The size of the last snapshot.
     snapshot_len: usize,
     in_flight: HashMap<u64, InFlight>,
-    /// The run's only invocation, run on this task instead of a task of its own (see
-    /// [`Actor::invoke`]).
-    lone: Option<Lone>,
-    /// The end of the lone invocation, applied once the messages queued before it are.
-    lone_ended: Option<Event>,
+    /// Invocations run on this task instead of a task each (see [`Actor::commit`]).
+    local: FuturesUnordered<Local>,
+    /// The ends of local invocations, in the order they came, each applied once the messages
+    /// queued before it are.
+    local_ended: VecDeque<Event>,
+    /// Counts the run among those with an invocation in flight while it has one.
+    working: Working,
     /// Events of transitions stored but not yet known to be durable, in order: published once
     /// a sync covers them (see [`Actor::commit`]).
     unpublished: Vec<StoredEvent>,
@@ -131,6 +135,7 @@ impl Actor {
             run_span(&state)
         };
         let _driven = rt.inner.metrics.driving();
+        let working = Working::new(rt.inner.working.clone());
         Actor {
             rt,
             state,
@@ -143,8 +148,9 @@ impl Actor {
             since_snapshot: 0,
             snapshot_len: 0,
             in_flight: HashMap::new(),
-            lone: None,
-            lone_ended: None,
+            local: FuturesUnordered::new(),
+            local_ended: VecDeque::new(),
+            working,
             unpublished: Vec::new(),
             syncing: None,
             executors,
@@ -202,7 +208,12 @@ impl Actor {
                                 next = Some(other);
                                 break;
                             }
-                            Err(_) => break,
+                            // Nothing queued: the ends of local invocations come after all
+                            // their guest events.
+                            Err(_) => match self.local_ended.pop_front() {
+                                Some(e) => events.push(e),
+                                None => break,
+                            },
                         }
                     }
                     AssertUnwindSafe(self.apply_all(events))
@@ -220,6 +231,7 @@ impl Actor {
                 return;
             }
             self.follow_span();
+            self.working.set(!self.in_flight.is_empty());
             if self.halted {
                 // Requests still queued are dropped: their callers ask again, from the store.
                 return;
@@ -240,27 +252,27 @@ impl Actor {
         }
     }
 
-    /// The next message, running the lone invocation (if any) meanwhile. Its end comes as an
-    /// event once the messages queued before it ended are taken, so the guest events it sent
-    /// are stored before it (S91). It is not sent through the channel: a send to the task that
-    /// is running would wake it again for nothing, and the wake-up costs a worker hand-off.
+    /// The next message, running the local invocations (if any) meanwhile. The end of one comes
+    /// as an event once the messages queued before it ended are taken, so the guest events it
+    /// sent are stored before it (S91). It is not sent through the channel: a send to the task
+    /// that is running would wake it again for nothing, and the wake-up costs a worker hand-off.
     ///
     /// Meanwhile it also waits for the sync under way, and publishes the events it covers.
     /// `None` once the channel closed, or a sync failed and the actor halted.
     async fn next_msg(&mut self, rx: &mut mpsc::UnboundedReceiver<Msg>) -> Option<Msg> {
         loop {
-            if let Some(ended) = self.lone_ended.take() {
+            if let Some(ended) = self.local_ended.pop_front() {
                 return Some(match rx.try_recv() {
                     Ok(queued) => {
-                        self.lone_ended = Some(ended);
+                        self.local_ended.push_front(ended);
                         queued
                     }
                     Err(_) => Msg::Event(ended),
                 });
             }
-            let lone = async {
-                match self.lone.as_mut() {
-                    Some(lone) => lone.await,
+            let local = async {
+                match self.local.next().await {
+                    Some(ended) => ended,
                     None => std::future::pending().await,
                 }
             };
@@ -280,10 +292,7 @@ impl Actor {
                     }
                     self.synced();
                 }
-                ended = lone => {
-                    self.lone = None;
-                    self.lone_ended = Some(ended);
-                }
+                ended = local => self.local_ended.push_back(ended),
             }
         }
     }
@@ -622,20 +631,25 @@ impl Actor {
             status_changed |= s.status_changed;
         }
         // An invocation with no other in flight or issued beside it runs on this task: no
-        // task to spawn, and its end reaches the actor without waking another thread.
-        let lone = self.lone.is_none()
-            && self.in_flight.is_empty()
-            && effects
-                .iter()
-                .filter(|c| matches!(c, Command::Invoke(_)))
-                .count()
-                == 1;
+        // task to spawn, and its end reaches the actor without waking another thread. So do
+        // all of them while more runs have invocations in flight than there are worker
+        // threads: the other runs keep the threads busy, and a task each would only add
+        // hand-offs.
+        let invocations = effects
+            .iter()
+            .filter(|c| matches!(c, Command::Invoke(_)))
+            .count();
+        if invocations > 0 {
+            // The run counts itself among those with invocations in flight.
+            self.working.set(true);
+        }
+        let local = self.rt.busy() || (self.in_flight.is_empty() && invocations == 1);
         let mut after = Vec::with_capacity(effects.len());
         for cmd in effects {
             match cmd {
                 Command::Invoke(invoke) if self.executors.contained(&invoke.plugin) => {
                     self.rt.inner.metrics.started_early();
-                    self.invoke(*invoke, lone);
+                    self.invoke(*invoke, local);
                 }
                 other => after.push(other),
             }
@@ -649,13 +663,13 @@ impl Actor {
         self.flush().await?;
         self.publish_status();
         for cmd in after {
-            self.carry_out(cmd, lone);
+            self.carry_out(cmd, local);
         }
         Ok(())
     }
 
-    /// Waits until every transition stored so far is durable, running the lone invocation
-    /// meanwhile (its end is kept for [`Actor::next_msg`]), then publishes their events.
+    /// Waits until every transition stored so far is durable, running the local invocations
+    /// meanwhile (their ends are kept for [`Actor::next_msg`]), then publishes their events.
     async fn flush(&mut self) -> Result<(), RuntimeError> {
         // A sync taken now covers what the one under way does, and more.
         self.syncing = None;
@@ -663,16 +677,13 @@ impl Actor {
         let sync = rt.durable();
         tokio::pin!(sync);
         let synced = loop {
-            let Some(lone) = self.lone.as_mut() else {
+            if self.local.is_empty() {
                 break sync.await;
-            };
+            }
             tokio::select! {
                 biased;
                 r = &mut sync => break r,
-                ended = lone => {
-                    self.lone = None;
-                    self.lone_ended = Some(ended);
-                }
+                Some(ended) = self.local.next() => self.local_ended.push_back(ended),
             }
         };
         if let Err(e) = synced {
@@ -724,10 +735,10 @@ impl Actor {
         }))
     }
 
-    /// Carries out `cmd`; an invocation runs on this task when `lone`.
-    fn carry_out(&mut self, cmd: Command, lone: bool) {
+    /// Carries out `cmd`; an invocation runs on this task when `local`.
+    fn carry_out(&mut self, cmd: Command, local: bool) {
         match cmd {
-            Command::Invoke(invoke) => self.invoke(*invoke, lone),
+            Command::Invoke(invoke) => self.invoke(*invoke, local),
             Command::Timer { token, at } => {
                 let tx = self.tx.clone();
                 let clock = self.rt.clock();
@@ -751,10 +762,10 @@ impl Actor {
         }
     }
 
-    /// Starts an invocation: on a task of its own, or with `lone` on this actor's task, which
+    /// Starts an invocation: on a task of its own, or with `local` on this actor's task, which
     /// polls it while it waits for messages ([`Actor::next_msg`]). Either way its guest events
-    /// and then its end reach the actor through its channel, in that order.
-    fn invoke(&mut self, cmd: Invoke, lone: bool) {
+    /// reach the actor through its channel before its end.
+    fn invoke(&mut self, cmd: Invoke, local: bool) {
         let token = cmd.token;
         let abort = AbortHandle::new();
         if self.state.cancelling {
@@ -816,8 +827,9 @@ impl Actor {
                 at: clock.now_ms(),
             }
         };
-        if lone {
-            self.lone = Some(Box::pin(task.instrument(span)));
+        if local {
+            self.rt.inner.metrics.on_run_task();
+            self.local.push(Box::pin(task.instrument(span)));
         } else {
             let tx = self.tx.clone();
             // Boxed, so that spawning moves a pointer rather than the whole invocation's
@@ -830,6 +842,40 @@ impl Actor {
                 .instrument(span),
             );
         }
+    }
+}
+
+/// Counts a run in [`super::Runtime::busy`]'s number of runs with an invocation in flight
+/// while it has one, and no longer once the actor is gone.
+struct Working {
+    runs: Arc<AtomicUsize>,
+    counted: bool,
+}
+
+impl Working {
+    fn new(runs: Arc<AtomicUsize>) -> Self {
+        Working {
+            runs,
+            counted: false,
+        }
+    }
+
+    /// Counts the run when `working`, else not.
+    fn set(&mut self, working: bool) {
+        if working != self.counted {
+            self.counted = working;
+            if working {
+                self.runs.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.runs.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Drop for Working {
+    fn drop(&mut self) {
+        self.set(false);
     }
 }
 

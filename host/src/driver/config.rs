@@ -79,6 +79,12 @@ pub struct RuntimeConfig {
     /// published or their commands carried out (default `None`). A test that runs a workflow
     /// with every `n` in turn and recovers it afterwards kills the host at every checkpoint.
     pub crash_after_commits: Option<u64>,
+    /// Above how many runs with a step invocation in flight a run's invocations all run on
+    /// its own task instead of a task each (default `None`: the tokio runtime's number of
+    /// worker threads). The other runs then keep every thread busy, and a task per
+    /// invocation would only add hand-offs; below it a run's invocations spread over the
+    /// threads. A run's only invocation runs on its own task whatever this says.
+    pub own_task_above: Option<usize>,
     /// Where runs are stored: `None` (the default) for the embedded store in the home
     /// directory, which one process holds at a time; a PostgreSQL URL
     /// (`postgres://USER@HOST/DB`, or `host=/run/postgresql dbname=DB`, with weft's own
@@ -155,6 +161,7 @@ impl Default for RuntimeConfig {
             max_resume_bytes: DEFAULT_MAX_VALUE_BYTES,
             expr_steps: DEFAULT_STEP_BUDGET,
             crash_after_commits: None,
+            own_task_above: None,
             store: None,
         }
     }
@@ -170,6 +177,12 @@ impl RuntimeConfig {
     /// Sets [`RuntimeConfig::host`].
     pub fn with_host(mut self, host: HostConfig) -> Self {
         self.host = host;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::own_task_above`].
+    pub fn with_own_task_above(mut self, runs: usize) -> Self {
+        self.own_task_above = Some(runs);
         self
     }
 

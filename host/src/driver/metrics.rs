@@ -1,6 +1,6 @@
 //! What a runtime counts, in the Prometheus text format (`weft serve` answers it at `/metrics`):
 //! runs by status, runs being driven, invocations in flight, those started before the
-//! transition that issued them was durable, transitions, the store syncs they waited for, and
+//! transition that issued them was durable, those run on their run's own task, transitions, the store syncs they waited for, and
 //! each step invocation's latency by outcome.
 
 use std::sync::Mutex;
@@ -43,6 +43,7 @@ pub(crate) struct Metrics {
     driven: Gauge,
     in_flight: Gauge,
     started_early: Counter,
+    on_run_task: Counter,
     transitions: Counter,
     syncs: Counter,
     step_seconds: Family<OutcomeLabel, Histogram, fn() -> Histogram>,
@@ -56,6 +57,7 @@ impl Metrics {
         let driven = Gauge::default();
         let in_flight = Gauge::default();
         let started_early = Counter::default();
+        let on_run_task = Counter::default();
         let transitions = Counter::default();
         let syncs = Counter::default();
         let step_seconds =
@@ -79,6 +81,11 @@ impl Metrics {
             started_early.clone(),
         );
         registry.register(
+            "steps_on_run_task",
+            "Step invocations run on their run's own task instead of a task each (a run's only invocation, or any while more runs have one in flight than RuntimeConfig::own_task_above)",
+            on_run_task.clone(),
+        );
+        registry.register(
             "transitions",
             "Transitions stored by this process",
             transitions.clone(),
@@ -99,6 +106,7 @@ impl Metrics {
             driven,
             in_flight,
             started_early,
+            on_run_task,
             transitions,
             syncs,
             step_seconds,
@@ -114,6 +122,11 @@ impl Metrics {
     /// A step invocation started.
     pub(crate) fn invocation_started(&self) {
         self.in_flight.inc();
+    }
+
+    /// A step invocation started on its run's own task.
+    pub(crate) fn on_run_task(&self) {
+        self.on_run_task.inc();
     }
 
     /// A step invocation started before the transition that issued it was durable.

@@ -233,6 +233,8 @@ struct Inner {
     answering: Arc<tokio::sync::RwLock<()>>,
     /// Told when a run stops being driven here, so a worker looks for more at once.
     freed: tokio::sync::Notify,
+    /// Runs driven here with an invocation in flight (see [`Runtime::busy`]).
+    working: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Where a watch ends.
@@ -327,6 +329,7 @@ impl Runtime {
                 commits: std::sync::atomic::AtomicU64::new(0),
                 answering: Arc::new(tokio::sync::RwLock::new(())),
                 freed: tokio::sync::Notify::new(),
+                working: Default::default(),
             }),
         };
         if let Some(notices) = notices {
@@ -607,6 +610,19 @@ impl Runtime {
             // ended it failed): the creation is made durable here.
             Err(_) => self.durable().await.map(|()| run_id),
         }
+    }
+
+    /// Whether more runs driven here have an invocation in flight than
+    /// [`RuntimeConfig::own_task_above`] says: then a run's invocations run on its own task,
+    /// not on a task each (`Actor::commit`).
+    fn busy(&self) -> bool {
+        let above = self.inner.config.own_task_above.unwrap_or_else(|| {
+            tokio::runtime::Handle::try_current().map_or(1, |h| h.metrics().num_workers())
+        });
+        self.inner
+            .working
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > above
     }
 
     /// Counts a durable commit; aborts the process at the one
