@@ -502,7 +502,7 @@ impl Runtime {
         engine::check_run_input(&graph, &mut input).map_err(RuntimeError::InvalidInput)?;
         let now = self.now();
         let state = engine::new_run(&graph, new.run_id, input, now);
-        self.launch(state, graph, definition, workflow, now, (drive, new.fresh))
+        self.launch(state, graph, definition, workflow, now, drive, new.fresh)
             .await
     }
 
@@ -555,7 +555,7 @@ impl Runtime {
             },
         )?;
         let definition = serde_json::to_vec(&*graph).map_err(|e| encode_failed(&run_id, e))?;
-        self.launch(state, graph, &definition, workflow, now, (true, fresh))
+        self.launch(state, graph, &definition, workflow, now, true, fresh)
             .await
     }
 
@@ -565,6 +565,7 @@ impl Runtime {
     /// returns its id once the run is on disk (S100). A driven run's creation is made durable
     /// by the fsync of its first transition, which the log holds after it: one fsync, not two,
     /// before a run alone issues its first step.
+    #[allow(clippy::too_many_arguments)]
     async fn launch(
         &self,
         state: RunState,
@@ -572,7 +573,8 @@ impl Runtime {
         definition: &[u8],
         workflow: Option<&LoadedWorkflow>,
         now: engine::Millis,
-        (drive, fresh): (bool, bool),
+        drive: bool,
+        fresh: bool,
     ) -> Result<String, RuntimeError> {
         let run_id = state.run_id.clone();
         let snapshot = serde_json::to_vec(&state).map_err(|e| encode_failed(&run_id, e))?;
