@@ -35,7 +35,9 @@ pub(crate) fn drive_parallel(
 mod tests {
     use serde_json::json;
 
-    use crate::engine::sim::{Answer, Sim, bail, done, fail, file, parallel, step, suspend, trip};
+    use crate::engine::sim::{
+        Answer, Sim, bail, done, fail, file, group, parallel, sleep_ms, step, suspend, trip,
+    };
     use crate::engine::{EventKind, RunStatus, StepStatus};
 
     fn two_arms() -> crate::engine::sim::FileSpec {
@@ -55,6 +57,34 @@ mod tests {
         assert_eq!(sim.status(), RunStatus::Success);
         assert_eq!(sim.record("p").output, Some(json!({"a": "A", "b": "B"})));
         assert_eq!(sim.calls_to("next")[0].input, json!({"a": "A", "b": "B"}));
+    }
+
+    #[test]
+    fn s18_an_arm_moves_on_its_own_timer_or_result_while_the_others_wait() {
+        // Each arm's sleep, retry wait and invocation moves that arm alone, whichever order
+        // they end in.
+        let arms = vec![
+            group("slow", vec![sleep_ms("z", 100), step("s")]),
+            step("flaky").retry(2, 50, 1.0, None),
+            step("held"),
+        ];
+        let mut sim = Sim::new(file("w", vec![parallel("p", arms), step("next")]), json!(1))
+            .on("p.held", [Answer::Hold])
+            .on("p.flaky", [fail("flaky"), done(json!("F"))])
+            .on("p.slow.s", [done(json!("S"))])
+            .started();
+        assert_eq!(sim.status(), RunStatus::Running);
+        assert_eq!(sim.in_flight(), ["p.held"], "only the held arm still runs");
+        assert_eq!(sim.calls_to("p.flaky").len(), 2, "retried after its wait");
+        assert_eq!(sim.calls_to("p.slow.s").len(), 1, "went on after its sleep");
+        assert!(sim.calls_to("next").is_empty());
+        sim.answer("p.held", None, done(json!("H")));
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(
+            sim.record("p").output,
+            Some(json!({"slow": "S", "flaky": "F", "held": "H"}))
+        );
+        assert_eq!(sim.calls_to("next").len(), 1);
     }
 
     #[test]
