@@ -257,6 +257,92 @@ async fn s87_embedded_watch_from_past_the_last_event_ends_at_once() {
     }
 }
 
+/// A run that suspends or ends writes no snapshot for it: read back, it folds its records into
+/// its first state, and reads as the record its waiter was given.
+#[test]
+fn a_settled_run_writes_no_snapshot_and_reads_back_from_its_records_alike() {
+    let home = Home::new();
+    let file = home.file("twice.yaml", TWICE);
+    let run = |args: &[&str], code: i32| {
+        let out = home.weft(args);
+        assert_eq!(out.code, code, "{args:?}: {out:?}");
+        out.json()
+    };
+    let suspended = run(&["run", path_str(&file), "--run-id", "s", "--json"], 3);
+    run(&["run", path_str(&file), "--run-id", "e", "--json"], 3);
+    run(&["resume", "e", "--data", "{}", "--json"], 3);
+    let ended = run(&["resume", "e", "--data", "{}", "--json"], 0);
+    assert_eq!(ended["status"], "success", "{ended}");
+
+    let store = store_of(&home.home());
+    for id in ["s", "e"] {
+        assert_eq!(store.snapshot(id).expect("read"), None, "{id}");
+    }
+    drop(store);
+    assert_eq!(home.show("s"), suspended);
+    assert_eq!(home.show("e"), ended);
+}
+
+/// A run of many transitions is snapshotted whenever the records since its last snapshot
+/// outweigh it (and `snapshot_min_bytes`): a reload folds fewer records than that, and reads as
+/// the record its waiter was given.
+#[test]
+fn a_long_run_is_snapshotted_once_its_records_outweigh_the_last_snapshot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    let file = dir.path().join("count.yaml");
+    std::fs::write(&file, crate::common::plugin_paths(COUNT_TO_30)).expect("write workflow");
+    let config = || crate::common::config_for(&home).with_snapshot_min_bytes(512);
+    let tokio = || tokio::runtime::Runtime::new().expect("tokio");
+    let waited = tokio().block_on(async {
+        let rt = weft::driver::Runtime::open(&home, config()).expect("open");
+        let w = rt.load_workflow(&file).await.expect("load");
+        let id = rt.start(&w, json!({"n": 0}), None).await.expect("start");
+        rt.wait(&id).await.expect("wait")
+    });
+    // The tokio runtime is gone with every task: nothing holds the store.
+    assert_eq!(waited.result, Some(json!({"n": 30})));
+
+    let store = store_of(&home);
+    let bytes = store
+        .snapshot(&waited.run_id)
+        .expect("read")
+        .expect("a snapshot");
+    let snapshot: Value = serde_json::from_slice(&bytes).expect("JSON");
+    let covers = |i: usize| snapshot["covers"][i].as_u64().expect("covers a record");
+    let after = (covers(0), u32::try_from(covers(1)).expect("a sub") + 1);
+    let tail: usize = store
+        .records(&waited.run_id, after)
+        .expect("records")
+        .iter()
+        .map(|(_, r)| r.len())
+        .sum();
+    assert!(
+        tail < bytes.len().max(512),
+        "{tail} bytes of records after a snapshot of {}",
+        bytes.len()
+    );
+    drop(store);
+
+    let shown = tokio().block_on(async {
+        let rt = weft::driver::Runtime::open(&home, config()).expect("open");
+        rt.show(&waited.run_id).await.expect("show")
+    });
+    assert_eq!(shown, waited);
+}
+
+/// Counts to 30, one plugin step per iteration.
+const COUNT_TO_30: &str = r#"
+id: count
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - loop:
+      id: count
+      do-until: '.output.n >= 30'
+      do: { id: inc, plugin: kit, step: inc }
+"#;
+
 // ---------------------------------------------------------------------------------------------
 // Stored entries this weft cannot read
 
@@ -288,6 +374,14 @@ fn put_snapshot(store: &dyn weft::store::Store, run: &str, snapshot: &[u8]) {
     store.put_snapshot(run, snapshot).expect("write");
 }
 
+/// A snapshot of `run` as of its first state, which the records after it fold into: what a run
+/// that has written no snapshot of its own stands for.
+fn first_snapshot(store: &dyn weft::store::Store, run: &str) -> Vec<u8> {
+    let base: Value =
+        serde_json::from_slice(&store.base(run).expect("read").expect("base")).expect("JSON");
+    serde_json::to_vec(&json!({"covers": [0, 0], "state": base})).expect("JSON")
+}
+
 /// Writes bad entries into `home`'s store through the store's own interface: runs `newer`
 /// (snapshot of a newer format), `broken` (snapshot naming an entry the graph lacks),
 /// `garbled` (snapshot that is not JSON), `newgraph` (graph of a newer format) and `orphan`
@@ -295,7 +389,7 @@ fn put_snapshot(store: &dyn weft::store::Store, run: &str, snapshot: &[u8]) {
 fn spoil(home: &std::path::Path) {
     let store = store_of(home);
     let store = store.as_ref();
-    let snapshot = |run: &str| store.snapshot(run).expect("read").expect("a snapshot");
+    let snapshot = |run: &str| first_snapshot(store, run);
     let newer = edited(&snapshot("newer"), |v| v["state"]["format"] = json!(7));
     put_snapshot(store, "newer", &newer);
     let broken = edited(&snapshot("broken"), |v| {

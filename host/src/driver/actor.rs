@@ -437,7 +437,7 @@ impl Actor {
             };
             stored.push(self.stamp(t, &at));
         }
-        if let Err(e) = self.persist(None, &stored, false, false) {
+        if let Err(e) = self.persist(None, &stored, false) {
             self.halt(&e);
             return;
         }
@@ -452,13 +452,20 @@ impl Actor {
     }
 
     /// Appends one record (S100): the orchestration event, if any, with the events it emitted;
-    /// then, when `snapshot` asks for it or one is due, a snapshot covering it and the summary,
-    /// and the summary alone when `status_changed`.
+    /// then, when one is due, a snapshot covering it and the summary, and the summary alone
+    /// when `status_changed`.
+    ///
+    /// The records alone rebuild the state (the core is deterministic), so a snapshot is due
+    /// only once the records written since the last one outweigh it (and at least
+    /// [`RuntimeConfig::snapshot_min_bytes`](crate::driver::RuntimeConfig)): writing snapshots
+    /// costs at most as much as writing records, and a reload folds at most a snapshot's worth
+    /// of records. Not when the run suspends or ends: such a run is read rarely (a `show`, a
+    /// resume in another process), and folding its last records then costs less than a
+    /// snapshot written for every run.
     fn persist(
         &mut self,
         event: Option<&Event>,
         stored: &[StoredEvent],
-        snapshot: bool,
         status_changed: bool,
     ) -> Result<(), RuntimeError> {
         let run = |e: serde_json::Error| RuntimeError::Encode {
@@ -477,7 +484,7 @@ impl Actor {
         .map_err(run)?;
         let rt = &self.rt;
         let min = rt.inner.config.snapshot_min_bytes;
-        let snap = if snapshot || self.since_snapshot + bytes.len() >= self.snapshot_len.max(min) {
+        let snap = if self.since_snapshot + bytes.len() >= self.snapshot_len.max(min) {
             Some(
                 serde_json::to_vec(&SnapshotOut {
                     covers: at,
@@ -590,14 +597,8 @@ impl Actor {
                 other => effects.push(other),
             }
         }
-        // The records alone rebuild the state (the core is deterministic), so a snapshot is
-        // taken when the run settles (suspends or ends: it is read then, not driven), and
-        // otherwise once the records written since the last one outweigh it: writing snapshots
-        // costs at most as much as writing records, and a reload folds at most a snapshot's
-        // worth of records.
         let status_changed = self.state.status != before;
-        let settled = status_changed && self.state.status != crate::engine::RunStatus::Running;
-        if let Err(e) = self.persist(Some(&event), &stored, settled, status_changed) {
+        if let Err(e) = self.persist(Some(&event), &stored, status_changed) {
             self.halt(&e);
             return Err(e);
         }

@@ -42,8 +42,9 @@ pub struct RuntimeConfig {
     /// run's first watcher subscribes: a run nobody watches keeps no buffer.
     pub watch_buffer: usize,
     /// Record bytes written before a snapshot is due, at least (default 16 KiB). Beyond it, a
-    /// snapshot is written once the records since the last one outweigh it, and whenever the
-    /// run suspends or ends.
+    /// snapshot is written once the records since the last one outweigh it, so loading a run
+    /// folds at most this much, or its snapshot's size, of records. A run that suspends or ends
+    /// takes no snapshot for that: it is read rarely, and a snapshot would cost every run.
     pub snapshot_min_bytes: usize,
     /// How many times a resume or cancel is offered to a run's driver, a new one each time
     /// when the last stopped meanwhile, before it fails (default 3).
