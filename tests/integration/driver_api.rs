@@ -292,44 +292,118 @@ fn a_long_run_is_snapshotted_once_its_records_outweigh_the_last_snapshot() {
     let home = dir.path().join("home");
     let file = dir.path().join("count.yaml");
     std::fs::write(&file, crate::common::plugin_paths(COUNT_TO_30)).expect("write workflow");
-    let config = || crate::common::config_for(&home).with_snapshot_min_bytes(512);
-    let tokio = || tokio::runtime::Runtime::new().expect("tokio");
-    let waited = tokio().block_on(async {
-        let rt = weft::driver::Runtime::open(&home, config()).expect("open");
+    let waited = in_a_process(&home, 512, async |rt| {
         let w = rt.load_workflow(&file).await.expect("load");
         let id = rt.start(&w, json!({"n": 0}), None).await.expect("start");
         rt.wait(&id).await.expect("wait")
     });
-    // The tokio runtime is gone with every task: nothing holds the store.
     assert_eq!(waited.result, Some(json!({"n": 30})));
 
     let store = store_of(&home);
-    let bytes = store
-        .snapshot(&waited.run_id)
-        .expect("read")
-        .expect("a snapshot");
-    let snapshot: Value = serde_json::from_slice(&bytes).expect("JSON");
-    let covers = |i: usize| snapshot["covers"][i].as_u64().expect("covers a record");
-    let after = (covers(0), u32::try_from(covers(1)).expect("a sub") + 1);
-    let tail: usize = store
-        .records(&waited.run_id, after)
+    let (snapshot, tail) = snapshot_and_tail(store.as_ref(), &waited.run_id);
+    assert!(snapshot > 0, "no snapshot");
+    assert!(
+        tail < snapshot.max(512),
+        "{tail} bytes of records after a snapshot of {snapshot}"
+    );
+    drop(store);
+
+    let shown = in_a_process(&home, 512, async |rt| {
+        rt.show(&waited.run_id).await.expect("show")
+    });
+    assert_eq!(shown, waited);
+}
+
+/// A run taken up by a new runtime at every resume (a process of its own each time) counts
+/// the records it found after its snapshot toward the next one: however often it was resumed,
+/// a reload folds less than `snapshot_min_bytes` of them (or the snapshot's size).
+#[test]
+fn a_run_resumed_by_a_new_process_each_time_keeps_its_records_after_the_snapshot_bounded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    let file = dir.path().join("again.yaml");
+    std::fs::write(&file, crate::common::plugin_paths(AGAIN)).expect("write workflow");
+    let min = 4096;
+    let first = in_a_process(&home, min, async |rt| {
+        let w = rt.load_workflow(&file).await.expect("load");
+        let id = rt.start(&w, json!({}), None).await.expect("start");
+        rt.wait(&id).await.expect("wait")
+    });
+    assert_eq!(first.status, RunStatus::Suspended);
+    let id = first.run_id;
+    for _ in 0..12 {
+        let rec = in_a_process(&home, min, async |rt| {
+            rt.resume(&id, req(None, None, None, json!({})))
+                .await
+                .expect("resume");
+            rt.wait(&id).await.expect("wait")
+        });
+        assert_eq!(rec.status, RunStatus::Suspended, "suspended again");
+    }
+
+    let store = store_of(&home);
+    let all: usize = store
+        .records(&id, (0, 0))
         .expect("records")
         .iter()
         .map(|(_, r)| r.len())
         .sum();
     assert!(
-        tail < bytes.len().max(512),
-        "{tail} bytes of records after a snapshot of {}",
-        bytes.len()
+        all > 2 * min,
+        "the resumes stored only {all} bytes of records"
     );
-    drop(store);
-
-    let shown = tokio().block_on(async {
-        let rt = weft::driver::Runtime::open(&home, config()).expect("open");
-        rt.show(&waited.run_id).await.expect("show")
-    });
-    assert_eq!(shown, waited);
+    let (snapshot, tail) = snapshot_and_tail(store.as_ref(), &id);
+    assert!(
+        tail < snapshot.max(min),
+        "{tail} bytes of records after a snapshot of {snapshot}"
+    );
 }
+
+/// `act` on a runtime over `home` (with `snapshot_min_bytes` at `min`) in a tokio runtime of
+/// its own, gone with every task after: as a process of its own would.
+fn in_a_process<T>(
+    home: &std::path::Path,
+    min: usize,
+    act: impl AsyncFnOnce(weft::driver::Runtime) -> T,
+) -> T {
+    let config = crate::common::config_for(home).with_snapshot_min_bytes(min);
+    tokio::runtime::Runtime::new()
+        .expect("tokio")
+        .block_on(async {
+            let rt = weft::driver::Runtime::open(home, config).expect("open");
+            act(rt).await
+        })
+}
+
+/// The size of `run`'s snapshot (0 without one), and the bytes of its records after it: what
+/// loading it folds.
+fn snapshot_and_tail(store: &dyn weft::store::Store, run: &str) -> (usize, usize) {
+    let snapshot = store.snapshot(run).expect("read");
+    let after = match &snapshot {
+        Some(bytes) => {
+            let snapshot: Value = serde_json::from_slice(bytes).expect("JSON");
+            let covers = |i: usize| snapshot["covers"][i].as_u64().expect("covers a record");
+            (covers(0), u32::try_from(covers(1)).expect("a sub") + 1)
+        }
+        None => (0, 0),
+    };
+    let tail = store
+        .records(run, after)
+        .expect("records")
+        .iter()
+        .map(|(_, r)| r.len())
+        .sum();
+    (snapshot.map_or(0, |s| s.len()), tail)
+}
+
+/// One step that suspends again at every resume whose data has no `go`.
+const AGAIN: &str = r#"
+id: again
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: ask, plugin: kit, step: suspend, config: { suspend-again-unless: go } }
+"#;
 
 /// Counts to 30, one plugin step per iteration.
 const COUNT_TO_30: &str = r#"

@@ -87,7 +87,7 @@ pub struct Actor {
     next_seq: u64,
     /// The counter part of the next record's key.
     next_sub: u32,
-    /// Record bytes appended since the last snapshot.
+    /// Record bytes stored since the last snapshot, by this actor or before it took the run up.
     since_snapshot: usize,
     /// The size of the last snapshot.
     snapshot_len: usize,
@@ -115,8 +115,31 @@ pub struct Actor {
     _driven: super::metrics::DrivenGuard,
 }
 
+/// Where a run's stored records stand when an actor takes the run up: the key its next record
+/// gets, and how far its records are past its last snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Position {
+    /// The `seq` of the run's next tracking event.
+    pub next_seq: u64,
+    /// The counter part of the run's next record key.
+    pub next_sub: u32,
+    /// Record bytes stored since the last snapshot (since the first state, when there is none).
+    pub since_snapshot: usize,
+    /// The size of the last snapshot; 0 when there is none.
+    pub snapshot_len: usize,
+}
+
+impl Position {
+    /// A new run's: nothing stored beyond its first state.
+    pub const FRESH: Position = Position {
+        next_seq: 1,
+        next_sub: 0,
+        since_snapshot: 0,
+        snapshot_len: 0,
+    };
+}
+
 impl Actor {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         rt: Runtime,
         state: RunState,
@@ -124,8 +147,7 @@ impl Actor {
         tx: mpsc::UnboundedSender<Msg>,
         events: Arc<LiveEvents>,
         status: watch::Sender<Progress>,
-        next_seq: u64,
-        next_sub: u32,
+        at: Position,
     ) -> Self {
         let executors = Arc::new(rt.inner.executors.for_run(graph.clone()));
         // A run loaded only to be read or resumed gets its span once it runs (follow_span).
@@ -143,10 +165,10 @@ impl Actor {
             tx,
             events,
             status,
-            next_seq,
-            next_sub,
-            since_snapshot: 0,
-            snapshot_len: 0,
+            next_seq: at.next_seq,
+            next_sub: at.next_sub,
+            since_snapshot: at.since_snapshot,
+            snapshot_len: at.snapshot_len,
             in_flight: HashMap::new(),
             local: FuturesUnordered::new(),
             local_ended: VecDeque::new(),

@@ -43,7 +43,7 @@ pub use unrecoverable::{HOST_ERROR, Recovery, Unrecovered};
 use record::RecordIn;
 use unrecoverable::is_unloadable;
 
-use actor::{Actor, Msg};
+use actor::{Actor, Msg, Position};
 use executors::Executors;
 use live_events::LiveEvents;
 use sync::Syncer;
@@ -603,7 +603,7 @@ impl Runtime {
                 .map_err(|e| self.write_failed(e))?;
             return Ok(run_id);
         }
-        let live = self.spawn(state, graph, 1, 0)?;
+        let live = self.spawn(state, graph, Position::FRESH)?;
         let (reply, started) = oneshot::channel();
         let _ = live.tx.send(Msg::Start { at: now, reply });
         match started.await {
@@ -1069,30 +1069,34 @@ impl Runtime {
             .map(|(state, graph, _)| (state, graph))
     }
 
-    /// [`Runtime::load`], with the key of the run's last record.
-    fn load_counted(
-        &self,
-        run_id: &str,
-    ) -> Result<(RunState, Graph, Option<RecordKey>), RuntimeError> {
+    /// [`Runtime::load`], with where its stored records stand for an actor taking it up.
+    fn load_counted(&self, run_id: &str) -> Result<(RunState, Graph, Position), RuntimeError> {
         let store = &self.inner.store;
         let definition = store
             .definition(run_id)?
             .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
         let graph = checked::graph(run_id, &definition)?;
-        let (mut state, mut last, from) = match store.snapshot(run_id)? {
+        let (mut state, mut last, from, snapshot_len) = match store.snapshot(run_id)? {
             Some(bytes) => {
                 let snap = checked::snapshot(run_id, &bytes, &graph)?;
                 let (seq, sub) = snap.covers;
-                (snap.state, Some(snap.covers), (seq, sub + 1))
+                (snap.state, Some(snap.covers), (seq, sub + 1), bytes.len())
             }
             None => {
                 let base = store
                     .base(run_id)?
                     .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
-                (checked::base(run_id, &base, &graph)?, None, (0, 0))
+                (checked::base(run_id, &base, &graph)?, None, (0, 0), 0)
             }
         };
-        let records = read_records(&**store, run_id, from)?;
+        let stored = store.records(run_id, from)?;
+        // A new actor counts these toward its next snapshot: a run taken up again and again (a
+        // resume in another process each time) still folds at most a snapshot's worth.
+        let since_snapshot: usize = stored.iter().map(|(_, bytes)| bytes.len()).sum();
+        let records = stored
+            .into_iter()
+            .map(|(at, bytes)| checked::record(run_id, &bytes).map(|r| (at, r)))
+            .collect::<Result<Vec<_>, _>>()?;
         if let Some((at, _)) = records.last() {
             last = Some(*at);
         }
@@ -1101,7 +1105,14 @@ impl Runtime {
             &graph,
             records.into_iter().filter_map(|(_, record)| record.log),
         );
-        Ok((state, graph, last))
+        let (next_seq, next_sub) = last.map_or((1, 0), |(seq, sub)| (seq + 1, sub + 1));
+        let at = Position {
+            next_seq,
+            next_sub,
+            since_snapshot,
+            snapshot_len,
+        };
+        Ok((state, graph, at))
     }
 
     /// The run's actor, started from the store when this process has none.
@@ -1115,21 +1126,19 @@ impl Runtime {
                 worker,
             });
         }
-        let (state, graph, last) = self.load_counted(run_id)?;
+        let (state, graph, at) = self.load_counted(run_id)?;
         let recover = matches!(state.status, RunStatus::Running | RunStatus::Pending);
-        let (next_seq, next_sub) = last.map_or((1, 0), |(seq, sub)| (seq + 1, sub + 1));
         let recover = recover.then(|| Msg::Event(Event::Recover { at: self.now() }));
-        Ok(self.spawn_with(state, Arc::new(graph), next_seq, next_sub, recover))
+        Ok(self.spawn_with(state, Arc::new(graph), at, recover))
     }
 
     fn spawn(
         &self,
         state: RunState,
         graph: Arc<Graph>,
-        next_seq: u64,
-        next_sub: u32,
+        at: Position,
     ) -> Result<LiveRun, RuntimeError> {
-        Ok(self.spawn_with(state, graph, next_seq, next_sub, None))
+        Ok(self.spawn_with(state, graph, at, None))
     }
 
     /// The run's actor: a new one, given `first` as its first message, unless one runs already
@@ -1138,8 +1147,7 @@ impl Runtime {
         &self,
         state: RunState,
         graph: Arc<Graph>,
-        next_seq: u64,
-        next_sub: u32,
+        at: Position,
         first: Option<Msg>,
     ) -> LiveRun {
         let mut live = lock(&self.inner.live);
@@ -1158,16 +1166,7 @@ impl Runtime {
         if let Some(msg) = first {
             let _ = tx.send(msg);
         }
-        let actor = Actor::new(
-            self.clone(),
-            state,
-            graph,
-            tx,
-            events,
-            status_tx,
-            next_seq,
-            next_sub,
-        );
+        let actor = Actor::new(self.clone(), state, graph, tx, events, status_tx, at);
         tokio::spawn(actor.run(rx));
         handle
     }

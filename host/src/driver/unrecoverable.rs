@@ -77,11 +77,11 @@ impl Runtime {
         }
         let now = self.now();
         let ended = match self.load_counted(run_id) {
-            Ok((mut state, _, last)) => {
+            Ok((mut state, _, position)) => {
                 if state.status.is_ended() {
                     return Ok(None);
                 }
-                let at = last.map_or((1, 0), |(seq, sub)| (seq + 1, sub + 1));
+                let at = (position.next_seq, position.next_sub);
                 state.status = status;
                 state.updated_at = now;
                 state.cancelling = status == RunStatus::Cancelled;
