@@ -288,10 +288,7 @@ fn a_settled_run_writes_no_snapshot_and_reads_back_from_its_records_alike() {
 /// the record its waiter was given.
 #[test]
 fn a_long_run_is_snapshotted_once_its_records_outweigh_the_last_snapshot() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let home = dir.path().join("home");
-    let file = dir.path().join("count.yaml");
-    std::fs::write(&file, crate::common::plugin_paths(COUNT_TO_30)).expect("write workflow");
+    let (_dir, home, file) = home_and_workflow("count.yaml", COUNT_TO_30);
     let waited = in_a_process(&home, 512, async |rt| {
         let w = rt.load_workflow(&file).await.expect("load");
         let id = rt.start(&w, json!({"n": 0}), None).await.expect("start");
@@ -319,10 +316,7 @@ fn a_long_run_is_snapshotted_once_its_records_outweigh_the_last_snapshot() {
 /// a reload folds less than `snapshot_min_bytes` of them (or the snapshot's size).
 #[test]
 fn a_run_resumed_by_a_new_process_each_time_keeps_its_records_after_the_snapshot_bounded() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let home = dir.path().join("home");
-    let file = dir.path().join("again.yaml");
-    std::fs::write(&file, crate::common::plugin_paths(AGAIN)).expect("write workflow");
+    let (_dir, home, file) = home_and_workflow("again.yaml", AGAIN);
     let min = 4096;
     let first = in_a_process(&home, min, async |rt| {
         let w = rt.load_workflow(&file).await.expect("load");
@@ -357,6 +351,19 @@ fn a_run_resumed_by_a_new_process_each_time_keeps_its_records_after_the_snapshot
         tail < snapshot.max(min),
         "{tail} bytes of records after a snapshot of {snapshot}"
     );
+}
+
+/// A temp dir (removed when dropped) holding a home and the workflow file `name` made of
+/// `yaml`: the dir, the home and the file.
+fn home_and_workflow(
+    name: &str,
+    yaml: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    let file = dir.path().join(name);
+    std::fs::write(&file, crate::common::plugin_paths(yaml)).expect("write workflow");
+    (dir, home, file)
 }
 
 /// `act` on a runtime over `home` (with `snapshot_min_bytes` at `min`) in a tokio runtime of
