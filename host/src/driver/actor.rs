@@ -84,13 +84,9 @@ pub struct Actor {
     tx: mpsc::UnboundedSender<Msg>,
     events: Arc<LiveEvents>,
     status: watch::Sender<Progress>,
-    next_seq: u64,
-    /// The counter part of the next record's key.
-    next_sub: u32,
-    /// Record bytes stored since the last snapshot, by this actor or before it took the run up.
-    since_snapshot: usize,
-    /// The size of the last snapshot.
-    snapshot_len: usize,
+    /// Where the run's records stand: the next key, and the bytes since the last snapshot,
+    /// counted from before this actor took the run up.
+    at: Position,
     in_flight: HashMap<u64, InFlight>,
     /// Invocations run on this task instead of a task each (see [`Actor::commit`]).
     local: FuturesUnordered<Local>,
@@ -117,7 +113,7 @@ pub struct Actor {
 
 /// Where a run's stored records stand when an actor takes the run up: the key its next record
 /// gets, and how far its records are past its last snapshot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Position {
     /// The `seq` of the run's next tracking event.
     pub next_seq: u64,
@@ -165,10 +161,7 @@ impl Actor {
             tx,
             events,
             status,
-            next_seq: at.next_seq,
-            next_sub: at.next_sub,
-            since_snapshot: at.since_snapshot,
-            snapshot_len: at.snapshot_len,
+            at,
             in_flight: HashMap::new(),
             local: FuturesUnordered::new(),
             local_ended: VecDeque::new(),
@@ -397,8 +390,8 @@ impl Actor {
         {
             Ok(Some((state, (seq, sub)))) => {
                 self.state = state;
-                self.next_seq = seq + 1;
-                self.next_sub = sub + 1;
+                self.at.next_seq = seq + 1;
+                self.at.next_sub = sub + 1;
             }
             Ok(None) => {}
             Err(e) => tracing::error!(run = %run, "cannot mark the run failed: {e}"),
@@ -419,8 +412,8 @@ impl Actor {
     }
 
     fn stamp(&mut self, t: Tracking, at: &str) -> StoredEvent {
-        let seq = self.next_seq;
-        self.next_seq += 1;
+        let seq = self.at.next_seq;
+        self.at.next_seq += 1;
         StoredEvent {
             seq,
             run_id: self.state.run_id.clone(),
@@ -495,10 +488,10 @@ impl Actor {
             message: e.to_string(),
         };
         let at = (
-            stored.last().map_or(self.next_seq - 1, |e| e.seq),
-            self.next_sub,
+            stored.last().map_or(self.at.next_seq - 1, |e| e.seq),
+            self.at.next_sub,
         );
-        self.next_sub += 1;
+        self.at.next_sub += 1;
         let bytes = serde_json::to_vec(&RecordOut {
             log: event,
             events: stored,
@@ -506,7 +499,7 @@ impl Actor {
         .map_err(run)?;
         let rt = &self.rt;
         let min = rt.inner.config.snapshot_min_bytes;
-        let snap = if self.since_snapshot + bytes.len() >= self.snapshot_len.max(min) {
+        let snap = if self.at.since_snapshot + bytes.len() >= self.at.snapshot_len.max(min) {
             Some(
                 serde_json::to_vec(&SnapshotOut {
                     covers: at,
@@ -530,10 +523,10 @@ impl Actor {
             .map_err(|e| rt.write_failed(e))?;
         match snap {
             Some(snap) => {
-                self.since_snapshot = 0;
-                self.snapshot_len = snap.len();
+                self.at.since_snapshot = 0;
+                self.at.snapshot_len = snap.len();
             }
-            None => self.since_snapshot += bytes.len(),
+            None => self.at.since_snapshot += bytes.len(),
         }
         Ok(())
     }

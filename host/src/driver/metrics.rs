@@ -1,7 +1,7 @@
 //! What a runtime counts, in the Prometheus text format (`weft serve` answers it at `/metrics`):
 //! runs by status, runs being driven, invocations in flight, those started before the
-//! transition that issued them was durable, those run on their run's own task, transitions, the store syncs they waited for, and
-//! each step invocation's latency by outcome.
+//! transition that issued them was durable, those run on their run's own task, transitions,
+//! the store syncs they waited for, and each step invocation's latency by outcome.
 
 use std::sync::Mutex;
 use std::time::Duration;

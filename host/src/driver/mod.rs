@@ -1093,10 +1093,7 @@ impl Runtime {
         // A new actor counts these toward its next snapshot: a run taken up again and again (a
         // resume in another process each time) still folds at most a snapshot's worth.
         let since_snapshot: usize = stored.iter().map(|(_, bytes)| bytes.len()).sum();
-        let records = stored
-            .into_iter()
-            .map(|(at, bytes)| checked::record(run_id, &bytes).map(|r| (at, r)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let records = parse_records(run_id, stored)?;
         if let Some((at, _)) = records.last() {
             last = Some(*at);
         }
@@ -1227,8 +1224,15 @@ fn read_records(
     run_id: &str,
     from: RecordKey,
 ) -> Result<Vec<(RecordKey, RecordIn)>, RuntimeError> {
-    store
-        .records(run_id, from)?
+    parse_records(run_id, store.records(run_id, from)?)
+}
+
+/// The run's stored records, parsed.
+fn parse_records(
+    run_id: &str,
+    stored: Vec<(RecordKey, Vec<u8>)>,
+) -> Result<Vec<(RecordKey, RecordIn)>, RuntimeError> {
+    stored
         .into_iter()
         .map(|(at, bytes)| checked::record(run_id, &bytes).map(|r| (at, r)))
         .collect()
