@@ -380,3 +380,73 @@ fn s100_s102_s103_a_run_ahead_of_the_disk_recovers_from_a_crash_after_any_commit
         assert_eq!(*r, whole, "crashed after commit {}", i + 1);
     }
 }
+
+const HELD: &str = r#"
+id: held
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: w, plugin: kit, step: wait-abort, config: { chunks: ["held"], max-ms: 600000 } }
+"#;
+
+/// S91, S100, S103: a step's chunk reaches a watcher only once a sync has made it durable,
+/// also while no transition of its run is syncing. A host killed the moment a watcher saw the
+/// chunk (the step still in flight) leaves it stored under the seq the watcher saw, so a
+/// watcher that goes on from there misses nothing and never sees that seq again for another
+/// event.
+#[test]
+fn s91_s100_s103_a_chunk_a_watcher_saw_is_stored_under_its_seq_after_a_kill() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    let file = dir.path().join("held.yaml");
+    std::fs::write(&file, plugin_paths(HELD)).expect("workflow");
+    let mut child = weft(&home)
+        .args(["run", file.to_str().expect("utf-8"), "--run-id", "held"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn weft run");
+    // `weft run` prints each event as it is published: `[  N] step-output w "held"`.
+    let stderr = child.stderr.take().expect("stderr");
+    let mut seen = None;
+    for line in std::io::BufReader::new(stderr).lines() {
+        let line = line.expect("a line of stderr");
+        if line.contains("step-output w") {
+            seen = Some(line);
+            break;
+        }
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let seen = seen.expect("weft run printed no step-output before it ended");
+    let seq: u64 = seen
+        .trim_start_matches('[')
+        .split(']')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no seq in {seen:?}"));
+
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    rt.block_on(async {
+        let runtime = weft::driver::Runtime::open(&home, crate::common::config_for(&home))
+            .expect("reopen the home");
+        // The run is orphaned: every stored event is sent at once, and then nothing.
+        let mut rx = runtime.watch("held", 1).expect("watch");
+        let mut stored = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            stored.push((*ev).clone());
+        }
+        let at = stored.iter().find(|e| e.seq == seq);
+        assert!(
+            at.is_some_and(
+                |e| e.kind == weft::engine::EventKind::StepOutput && e.data == json!("held")
+            ),
+            "the watcher saw {seen:?}; stored: {:?}",
+            stored
+                .iter()
+                .map(|e| (e.seq, e.kind, e.data.clone()))
+                .collect::<Vec<_>>()
+        );
+    });
+}

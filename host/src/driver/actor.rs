@@ -426,7 +426,8 @@ impl Actor {
         }
     }
 
-    /// Stores and publishes what invocations wrote, in the order they wrote it (S91, S111).
+    /// Stores what invocations wrote, in the order they wrote it (S91, S111), for publishing
+    /// once it is durable.
     fn guest_events(&mut self, batch: Vec<(u64, GuestEvent)>) {
         let at = engine::rfc3339(self.rt.now());
         let mut stored = Vec::with_capacity(batch.len());
@@ -456,13 +457,12 @@ impl Actor {
             self.halt(&e);
             return;
         }
-        if self.unpublished.is_empty() {
-            for ev in stored {
-                self.events.send(ev);
-            }
-        } else {
-            // After the events of transitions still syncing, in seq order.
-            self.unpublished.extend(stored);
+        // Published once a sync covers them, as a transition's are (S91): a watcher that saw
+        // a seq finds it stored under that seq after a crash, never given to another event.
+        // Behind the events of transitions still syncing, in seq order.
+        self.unpublished.extend(stored);
+        if self.syncing.is_none() {
+            self.start_syncing();
         }
     }
 

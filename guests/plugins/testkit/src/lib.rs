@@ -75,8 +75,9 @@ impl Guest for Testkit {
             ),
             (
                 "wait-abort",
-                "Polls abort.is-aborted every millisecond until aborted or config.max-ms \
-                 (default 60000); returns {aborted, reason}. With config.ignore it spins forever.",
+                "Writes config.chunks, then polls abort.is-aborted every millisecond until \
+                 aborted or config.max-ms (default 60000); returns {aborted, reason}. With \
+                 config.ignore it spins forever.",
             ),
             (
                 "typed",
@@ -486,6 +487,11 @@ fn step_result(ctx: &StepContext) -> Result<Outcome, Failure> {
 }
 
 fn wait_abort(config: &Value) -> Result<Outcome, Failure> {
+    if let Some(chunks) = field(config, "chunks").and_then(Value::as_array) {
+        for chunk in chunks {
+            writer::write(&chunk.to_string());
+        }
+    }
     if field(config, "ignore")
         .and_then(Value::as_bool)
         .unwrap_or(false)
