@@ -243,6 +243,7 @@ impl Actor {
                 // answers from the stored end.
                 self.undrivable(panic_message(&*panic)).await;
                 self.rt.retire(&self.state.run_id);
+                self.let_go();
                 return;
             }
             self.follow_span();
@@ -259,6 +260,7 @@ impl Actor {
                         self.handle(msg).await;
                     }
                 }
+                self.let_go();
                 return;
             }
             if next.is_none() {
@@ -400,13 +402,41 @@ impl Actor {
     }
 
     /// Tells waiters the run's status when it changed; once the run is settled (suspended or
-    /// ended), with its record, so that a waiter need not ask the actor or read the store.
+    /// ended), with its record, so that a waiter need not ask the actor or read the store. The
+    /// record of a run that ended with nothing in flight comes when the actor retires, a moment
+    /// later, made of the state it lets go of rather than copied ([`Actor::let_go`]).
     fn publish_status(&self) {
         self.status.send_if_modified(|s| {
             if s.status == self.state.status {
                 return false;
             }
-            *s = Progress::of(&self.state, &self.graph);
+            *s = if self.state.status.is_ended() && self.in_flight.is_empty() {
+                Progress {
+                    status: self.state.status,
+                    settled: None,
+                }
+            } else {
+                Progress::of(&self.state, &self.graph)
+            };
+            true
+        });
+    }
+
+    /// The actor of an ended run has retired and answered what was queued: a waiter that has
+    /// no record yet gets one made of the run's state.
+    fn let_go(self) {
+        let Actor {
+            state,
+            graph,
+            status,
+            ..
+        } = self;
+        status.send_if_modified(|p| {
+            if p.settled.is_some() || !state.status.is_ended() {
+                return false;
+            }
+            p.status = state.status;
+            p.settled = Some(Arc::new(RunRecord::from_state(state, &graph)));
             true
         });
     }

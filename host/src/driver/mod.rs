@@ -706,7 +706,7 @@ impl Runtime {
             }
         }
         let (state, graph) = self.load(run_id)?;
-        Ok(RunRecord::new(&state, &graph))
+        Ok(RunRecord::from_state(state, &graph))
     }
 
     /// Every metric of this runtime in the Prometheus text format (its content type is

@@ -59,33 +59,72 @@ pub struct RunRecord {
 impl RunRecord {
     /// The record of `state`.
     pub fn new(state: &RunState, graph: &Graph) -> Self {
+        let parts = Parts {
+            suspended: suspended(state, graph),
+            input: state.input.clone(),
+            result: state.result.clone(),
+            error: state.error.clone(),
+            tripwire: state.tripwire.clone(),
+            state: state.files.get("").map(|f| f.state.clone()),
+            records: state.records.clone(),
+            restarted_from: state.restarted_from.clone(),
+        };
+        Self::assemble(state, parts)
+    }
+
+    /// The record of `state`, its values moved rather than copied: for a state that is not
+    /// needed any more (a retiring actor's, one read from the store to show).
+    pub fn from_state(mut state: RunState, graph: &Graph) -> Self {
+        let parts = Parts {
+            // Before anything is moved out of the state it reads.
+            suspended: suspended(&state, graph),
+            input: std::mem::take(&mut state.input),
+            result: state.result.take(),
+            error: state.error.take(),
+            tripwire: state.tripwire.take(),
+            state: state.files.remove("").map(|f| f.state),
+            records: std::mem::take(&mut state.records),
+            restarted_from: state.restarted_from.take(),
+        };
+        Self::assemble(&state, parts)
+    }
+
+    /// The record of the run in `state`, with its values in `parts`.
+    fn assemble(state: &RunState, parts: Parts) -> Self {
+        let status = state.status;
         RunRecord {
             run_id: state.run_id.clone(),
             workflow_id: state.workflow_id.clone(),
-            status: state.status,
-            input: state.input.clone(),
-            result: (state.status == RunStatus::Success)
-                .then(|| state.result.clone())
-                .flatten(),
-            error: (state.status == RunStatus::Failed)
-                .then(|| state.error.clone())
-                .flatten(),
-            tripwire: (state.status == RunStatus::Tripwire)
-                .then(|| state.tripwire.clone())
-                .flatten(),
-            state: state
-                .files
-                .get("")
-                .map(|f| f.state.clone())
-                .unwrap_or_default(),
-            suspended: (state.status == RunStatus::Suspended)
-                .then(|| engine::suspended(state, graph)),
-            steps: state.records.clone(),
-            restarted_from: state.restarted_from.clone(),
+            status,
+            input: parts.input,
+            result: parts.result.filter(|_| status == RunStatus::Success),
+            error: parts.error.filter(|_| status == RunStatus::Failed),
+            tripwire: parts.tripwire.filter(|_| status == RunStatus::Tripwire),
+            state: parts.state.unwrap_or_default(),
+            suspended: parts.suspended,
+            steps: parts.records,
+            restarted_from: parts.restarted_from,
             created_at: engine::rfc3339(state.created_at),
             updated_at: engine::rfc3339(state.updated_at),
         }
     }
+}
+
+/// The entries a run in `state` is suspended at, when it is suspended.
+fn suspended(state: &RunState, graph: &Graph) -> Option<Vec<SuspendedEntry>> {
+    (state.status == RunStatus::Suspended).then(|| engine::suspended(state, graph))
+}
+
+/// The values of a run record that come from its state, copied or moved out of it.
+struct Parts {
+    suspended: Option<Vec<SuspendedEntry>>,
+    input: Value,
+    result: Option<Value>,
+    error: Option<ErrorInfo>,
+    tripwire: Option<TripwireInfo>,
+    state: Option<Value>,
+    records: IndexMap<String, StepRecord>,
+    restarted_from: Option<RestartedFrom>,
 }
 
 /// One stored tracking event (WORKFLOW-FORMAT.md §4).
