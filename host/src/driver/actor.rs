@@ -998,6 +998,6 @@ impl RunAccess for View {
     }
 
     fn step_result(&self, step: &str) -> Option<Value> {
-        self.0.steps.get(step).map(|v| Value::clone(v))
+        self.0.get(step).map(|v| Value::clone(v))
     }
 }

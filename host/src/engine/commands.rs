@@ -55,9 +55,21 @@ pub struct Invoke {
 pub struct StepsView {
     /// The input of the step's own workflow file.
     pub init: Arc<Value>,
-    /// Outputs of succeeded entries, by id and by path, shared with the run's state.
-    pub steps: IndexMap<String, Arc<Value>>,
+    /// Outputs of succeeded entries, by id and by path: the maps of the scopes the step sees,
+    /// innermost first, shared with the run's state rather than merged into a copy.
+    pub scopes: Vec<Arc<ScopeResults>>,
 }
+
+impl StepsView {
+    /// The output of the entry `name` (an id or a path) as the step sees it: from the
+    /// innermost scope that has one.
+    pub fn get(&self, name: &str) -> Option<&Arc<Value>> {
+        self.scopes.iter().find_map(|scope| scope.get(name))
+    }
+}
+
+/// The outputs visible in one scope, by id and by path (S8).
+pub type ScopeResults = IndexMap<String, Arc<Value>>;
 
 /// The kinds of tracking events (WORKFLOW-FORMAT.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,4 +142,36 @@ pub struct Tracking {
     /// Its data.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub data: Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn s8_s9_a_step_sees_a_name_from_the_innermost_scope_that_has_it() {
+        let scope = |pairs: &[(&str, Value)]| {
+            Arc::new(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), Arc::new(v.clone())))
+                    .collect::<ScopeResults>(),
+            )
+        };
+        let view = StepsView {
+            init: Arc::new(json!({})),
+            scopes: vec![
+                scope(&[("i", json!("item"))]),
+                scope(&[("i", json!("outer")), ("a", json!("only outer"))]),
+            ],
+        };
+        assert_eq!(view.get("i").map(|v| (**v).clone()), Some(json!("item")));
+        assert_eq!(
+            view.get("a").map(|v| (**v).clone()),
+            Some(json!("only outer"))
+        );
+        assert_eq!(view.get("nothing"), None);
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
-use super::commands::{Command, EventKind, Tracking};
+use super::commands::{Command, EventKind, ScopeResults, Tracking};
 use super::invocation::InvocationResult;
 use super::model::{EntryDef, FileId, Graph};
 use super::nodes::{NodeKind, Seq, StepNode, StepWait};
@@ -60,7 +60,7 @@ pub(crate) struct Cx<'a> {
     /// File instances by key.
     pub(crate) files: &'a mut BTreeMap<String, FileState>,
     /// Visible outputs by scope key.
-    pub(crate) results: &'a mut BTreeMap<String, IndexMap<String, Arc<Value>>>,
+    pub(crate) results: &'a mut BTreeMap<String, Arc<ScopeResults>>,
     /// Records by path.
     pub(crate) records: &'a mut IndexMap<String, StepRecord>,
     /// The next invocation or timer token.
@@ -146,27 +146,25 @@ impl Cx<'_> {
             .and_then(|f| f.bailed.clone())
     }
 
-    /// Outputs visible from `frame`, outer scopes first so inner ones win; shared, not copied.
-    pub(crate) fn visible_steps(&self, frame: &Frame) -> IndexMap<String, Arc<Value>> {
-        let mut steps = IndexMap::new();
-        for scope in frame.scopes.iter().rev() {
-            if let Some(map) = self.results.get(scope) {
-                for (k, v) in map {
-                    steps.insert(k.clone(), Arc::clone(v));
-                }
-            }
-        }
-        steps
+    /// The output maps of the scopes visible from `frame`, innermost first; shared, not copied.
+    pub(crate) fn visible_scopes(&self, frame: &Frame) -> Vec<Arc<ScopeResults>> {
+        frame
+            .scopes
+            .iter()
+            .filter_map(|scope| self.results.get(scope).cloned())
+            .collect()
     }
 
     /// The object expressions see (WORKFLOW-FORMAT.md §1).
     pub(crate) fn expr_input(&self, frame: &Frame, input: &Value) -> Value {
         let file = self.file_state(frame);
-        let steps: Map<String, Value> = self
-            .visible_steps(frame)
-            .into_iter()
-            .map(|(k, v)| (k, Value::clone(&v)))
-            .collect();
+        // Outer scopes first, so inner ones win.
+        let mut steps = Map::new();
+        for scope in frame.scopes.iter().rev() {
+            for (k, v) in self.results.get(scope).into_iter().flat_map(|m| m.iter()) {
+                steps.insert(k.clone(), Value::clone(v));
+            }
+        }
         json!({
             "input": input,
             "state": file.state,
@@ -177,7 +175,8 @@ impl Cx<'_> {
 
     /// Makes an output visible to `.steps` by id and by path (S8).
     pub(crate) fn register(&mut self, frame: &Frame, entry: &EntryDef, value: &Value) {
-        let scope = self.results.entry(frame.scopes[0].clone()).or_default();
+        // Copied only while an invocation in flight still reads the scope's outputs.
+        let scope = Arc::make_mut(self.results.entry(frame.scopes[0].clone()).or_default());
         let value = Arc::new(value.clone());
         scope.insert(entry.id.clone(), Arc::clone(&value));
         if entry.path != entry.id {

@@ -27,7 +27,7 @@ pub fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunSt
         },
     );
     let mut results = BTreeMap::new();
-    results.insert(String::new(), IndexMap::new());
+    results.insert(String::new(), Default::default());
     RunState {
         format: STATE_FORMAT,
         run_id,

@@ -8,6 +8,8 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::commands::ScopeResults;
+
 use super::nodes::Seq;
 use super::records::{ErrorInfo, RestartedFrom, StepRecord, TripwireInfo, present};
 use super::time::Millis;
@@ -121,7 +123,7 @@ pub struct RunState {
     /// File instances by key (`""` for the top level, else the `workflow:` entry's path).
     pub files: BTreeMap<String, FileState>,
     /// Outputs visible to `.steps` and `run.step-result`, by scope key (S8, S9).
-    pub results: BTreeMap<String, IndexMap<String, Arc<Value>>>,
+    pub results: BTreeMap<String, Arc<ScopeResults>>,
     /// Records by path, in the order entries started.
     pub records: IndexMap<String, StepRecord>,
     /// The next invocation or timer token.

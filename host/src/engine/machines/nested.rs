@@ -1,7 +1,8 @@
 //! The nested-workflow machine: another file as one entry, with its own input and state
 //! (S41–S45).
 
-use indexmap::IndexMap;
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use crate::engine::context::{Cx, Frame};
@@ -70,7 +71,7 @@ pub(crate) fn drive_nested(
                 bailed: None,
             },
         );
-        cx.results.insert(key.clone(), IndexMap::new());
+        cx.results.insert(key.clone(), Arc::default());
         node.kind = NodeKind::Nested(Seq::new(ListRef::File(file_id), file.body[0], input));
     }
     let inner = Frame {

@@ -203,7 +203,7 @@ fn issue(
     step.wait = StepWait::Invocation { token, state };
     let view = StepsView {
         init: Arc::clone(&cx.file_state(frame).input),
-        steps: cx.visible_steps(frame),
+        scopes: cx.visible_scopes(frame),
     };
     cx.record(frame, entry, |rec, item| {
         rec.attempts = Some(attempt + 1);
