@@ -450,3 +450,69 @@ fn s91_s100_s103_a_chunk_a_watcher_saw_is_stored_under_its_seq_after_a_kill() {
         );
     });
 }
+
+const NAPPER: &str = r#"
+id: napper
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: before, plugin: kit, step: inc }
+  - sleep: { id: nap, ms: 3600000 }
+"#;
+
+/// S100, S87: a watcher that starts while a transition is stored but not yet synced gets its
+/// events only once the sync covers them, not from the store before. `weft run` follows its
+/// run from the store as soon as the run started, while the first step's end may still be
+/// syncing; killed the moment it printed the sleep's `step-waiting`, every step it saw start
+/// must be in the stored run. Several at once, as the race needs a busy machine.
+#[test]
+fn s87_s100_a_watcher_reading_the_store_sees_only_durable_events() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("napper.yaml");
+    std::fs::write(&file, plugin_paths(NAPPER)).expect("workflow");
+    let rounds = |lane: usize| {
+        for round in 0..25 {
+            use std::io::BufRead;
+            let home = dir.path().join(format!("home-{lane}-{round}"));
+            let mut child = weft(&home)
+                .args(["run", file.to_str().expect("utf-8"), "--run-id", "held"])
+                .args(["--input", "{\"n\": 1}"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn weft run");
+            let stderr = child.stderr.take().expect("stderr");
+            let mut started = Vec::new();
+            for line in std::io::BufReader::new(stderr).lines() {
+                let line = line.expect("a line of stderr");
+                if let Some(rest) = line.split("] step-started ").nth(1) {
+                    started.push(rest.split(' ').next().unwrap_or_default().to_owned());
+                }
+                if line.contains("step-waiting nap") {
+                    break;
+                }
+            }
+            child.kill().expect("SIGKILL");
+            child.wait().expect("reap");
+            let shown = weft(&home)
+                .args(["show", "held", "--json"])
+                .output()
+                .expect("weft show");
+            let record: Value = serde_json::from_slice(&shown.stdout).expect("record");
+            for step in &started {
+                assert!(
+                    record["steps"].get(step).is_some(),
+                    "lane {lane}, round {round}: weft run printed {step} starting, but the \
+                     stored run has only {}",
+                    record["steps"]
+                );
+            }
+            assert!(started.contains(&"nap".to_owned()), "{started:?}");
+        }
+    };
+    std::thread::scope(|s| {
+        for lane in 0..3 {
+            s.spawn(move || rounds(lane));
+        }
+    });
+}

@@ -3,8 +3,11 @@
 //!
 //! An event is stored before it is sent here, and a watcher subscribes before it reads the
 //! store: whichever comes first, a watcher sees every event once it dedupes by `seq`, from the
-//! store or from here.
+//! store or from here. An event is sent once a sync has made it durable (S100), and the channel
+//! keeps the highest `seq` sent: the store also holds the events of a run driven here that
+//! still wait for their sync, and a watcher reads it only up to there.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use tokio::sync::broadcast;
@@ -15,6 +18,8 @@ use super::StoredEvent;
 pub struct LiveEvents {
     capacity: usize,
     sender: OnceLock<broadcast::Sender<Arc<StoredEvent>>>,
+    /// Every event up to this `seq` is durable.
+    durable: AtomicU64,
 }
 
 impl LiveEvents {
@@ -24,6 +29,7 @@ impl LiveEvents {
         LiveEvents {
             capacity: capacity.max(1),
             sender: OnceLock::new(),
+            durable: AtomicU64::new(0),
         }
     }
 
@@ -34,11 +40,22 @@ impl LiveEvents {
             .subscribe()
     }
 
-    /// Sends a stored event to the watchers, if any has ever subscribed.
+    /// Sends a durable event to the watchers, if any has ever subscribed.
     pub fn send(&self, event: StoredEvent) {
+        self.mark_durable(event.seq);
         if let Some(sender) = self.sender.get() {
             let _ = sender.send(Arc::new(event));
         }
+    }
+
+    /// Every event up to `seq` is durable: those an actor found stored when it took the run up.
+    pub fn mark_durable(&self, seq: u64) {
+        self.durable.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// The highest `seq` up to which every event is durable.
+    pub fn durable_through(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
     }
 
     /// How many watchers are subscribed now.
@@ -83,5 +100,16 @@ mod tests {
             rx.try_recv().is_err(),
             "nothing else was sent after subscribing"
         );
+    }
+
+    #[test]
+    fn s100_the_channel_knows_how_far_the_events_are_durable() {
+        let live = LiveEvents::new(4);
+        assert_eq!(live.durable_through(), 0);
+        live.mark_durable(3);
+        live.send(event(5));
+        assert_eq!(live.durable_through(), 5);
+        live.mark_durable(4);
+        assert_eq!(live.durable_through(), 5, "it never goes back");
     }
 }

@@ -903,16 +903,19 @@ impl Runtime {
             return Err(RuntimeError::UnknownRun(run_id.into()));
         }
         // Subscribe before reading the store: no event falls between the two.
-        let mut live_rx = self.channel(run_id).subscribe();
+        let channel = self.channel(run_id);
+        let mut live_rx = channel.subscribe();
         let (tx, rx) = mpsc::unbounded_channel();
         let mut next = from_seq.max(1);
-        let stored = stored_events(&*self.inner.store, run_id, next)?;
+        let mut stored = stored_events(&*self.inner.store, run_id, next)?;
+        let bound = self.durable_bound(run_id, &channel);
+        stored.retain(|e| bound.is_none_or(|b| e.seq <= b));
         // Where the run stands is told by its last stored event, also when `from_seq` lies
         // past it: nothing follows a closing event (S88), and a `run-suspended` that nothing
         // follows is the suspension the run stands at.
         let last = match stored.last() {
             Some(event) => Some(event.kind),
-            None => last_event(&*self.inner.store, run_id)?.map(|e| e.kind),
+            None => last_event(&*self.inner.store, run_id, bound)?.map(|e| e.kind),
         };
         for event in stored {
             next = event.seq + 1;
@@ -940,9 +943,19 @@ impl Runtime {
         } else {
             let store = self.inner.store.clone();
             let run = run_id.to_owned();
+            // Neither the channel nor the runtime itself: the channel's sender must go once the
+            // run's actor and the runtime let it go, which ends this watch when the run halts,
+            // and a watch keeps no runtime open.
+            let channel = Arc::downgrade(&channel);
+            let inner = Arc::downgrade(&self.inner);
+            let bound = move || {
+                let (channel, inner) = (channel.upgrade()?, inner.upgrade()?);
+                Runtime { inner }.durable_bound(&run, &channel)
+            };
+            let run = run_id.to_owned();
             // A run another process drives is followed by the store's notices.
             let mut notices = store.shared().map(|s| s.notices());
-            if notices.is_some() && catch_up(&*store, &run, &mut next, &tx, until) {
+            if notices.is_some() && catch_up(&*store, &run, &mut next, &tx, until, &bound) {
                 return Ok(rx);
             }
             tokio::spawn(async move {
@@ -970,7 +983,7 @@ impl Runtime {
                             Ok(Notice::Records(r)) if r != run => continue,
                             Ok(Notice::Records(_) | Notice::Reconnected)
                             | Err(broadcast::error::RecvError::Lagged(_)) => {
-                                if catch_up(&*store, &run, &mut next, &tx, until) {
+                                if catch_up(&*store, &run, &mut next, &tx, until, &bound) {
                                     return;
                                 }
                                 continue;
@@ -982,7 +995,7 @@ impl Runtime {
                             }
                         },
                         () = ticked => {
-                            if catch_up(&*store, &run, &mut next, &tx, until) {
+                            if catch_up(&*store, &run, &mut next, &tx, until, &bound) {
                                 return;
                             }
                             continue;
@@ -1004,7 +1017,7 @@ impl Runtime {
                         // there), or the watcher fell behind the live buffer: everything
                         // published is stored, so catch up from the store, then go on live.
                         Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                            if catch_up(&*store, &run, &mut next, &tx, until) {
+                            if catch_up(&*store, &run, &mut next, &tx, until, &bound) {
                                 return;
                             }
                         }
@@ -1153,6 +1166,8 @@ impl Runtime {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let events = self.channel(&state.run_id);
+        // What is stored when the actor takes the run up is durable.
+        events.mark_durable(at.next_seq.saturating_sub(1));
         let (status_tx, status) = watch::channel(Progress::of(&state, &graph));
         let handle = LiveRun {
             tx: tx.clone(),
@@ -1181,6 +1196,17 @@ impl Runtime {
         {
             channels.remove(run_id);
         }
+    }
+
+    /// How far a watcher may read the events of `run_id` from the store: up to the last one
+    /// published, while this process drives the run. Its actor publishes a transition's events
+    /// once a sync covers them (S100), and the store holds them from before; a watcher gets the
+    /// rest live, once published. `None` (no bound) for a run driven elsewhere or not at all,
+    /// whose stored events are all durable.
+    fn durable_bound(&self, run_id: &str, channel: &LiveEvents) -> Option<u64> {
+        lock(&self.inner.live)
+            .contains_key(run_id)
+            .then(|| channel.durable_through())
     }
 
     /// The run's live event channel, made when missing.
@@ -1248,6 +1274,7 @@ fn catch_up(
     next: &mut u64,
     tx: &mpsc::UnboundedSender<Arc<StoredEvent>>,
     until: Until,
+    bound: &dyn Fn() -> Option<u64>,
 ) -> bool {
     let failed = |e: RuntimeError| {
         if store.shared().is_none() {
@@ -1257,15 +1284,17 @@ fn catch_up(
         false
     };
     let (missed, last) = loop {
-        let missed = match stored_events(store, run_id, *next) {
+        let mut missed = match stored_events(store, run_id, *next) {
             Ok(missed) => missed,
             Err(e) => return failed(e),
         };
+        let bound = bound();
+        missed.retain(|e| bound.is_none_or(|b| e.seq <= b));
         if let Some(event) = missed.last() {
             let kind = event.kind;
             break (missed, Some(kind));
         }
-        match last_event(store, run_id) {
+        match last_event(store, run_id, bound) {
             // Stored after the read above (another process drives the run): read them too,
             // never judge the watch over on an event not sent.
             Ok(Some(event)) if event.seq >= *next => continue,
@@ -1282,11 +1311,21 @@ fn catch_up(
     last.is_some_and(|kind| until.stops_at(kind))
 }
 
-/// The run's last stored event.
-fn last_event(store: &dyn Store, run_id: &str) -> Result<Option<StoredEvent>, RuntimeError> {
+/// The run's last stored event, or the last up to `bound` (see [`Runtime::durable_bound`]).
+fn last_event(
+    store: &dyn Store,
+    run_id: &str,
+    bound: Option<u64>,
+) -> Result<Option<StoredEvent>, RuntimeError> {
     match store.last_record(run_id)? {
         // The record's key holds the seq of the last event stored up to it.
-        Some((seq, _)) => Ok(stored_events(store, run_id, seq)?.pop()),
+        Some((seq, _)) => {
+            let from = bound.map_or(seq, |b| seq.min(b));
+            Ok(stored_events(store, run_id, from)?
+                .into_iter()
+                .take_while(|e| bound.is_none_or(|b| e.seq <= b))
+                .last())
+        }
         None => Ok(None),
     }
 }
