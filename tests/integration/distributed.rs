@@ -592,7 +592,8 @@ fn s100_s102_s104_s129_workers_killed_again_and_again_finish_every_run_completin
     let started = Instant::now();
     let seed = seed("distributed kill loop");
     let mut rng = Rng(seed);
-    let runs: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
+    // Enough work that at least four workers die before it is done, however fast they run.
+    let runs: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
     // Each run is started by a `weft run` that dies right after one of its first commits.
     let starters: Vec<(String, u64, Proc)> = runs
         .iter()
