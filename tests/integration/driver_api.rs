@@ -757,7 +757,8 @@ async fn s101_s114_recover_drives_an_orphaned_run_and_refuses_a_suspended_one() 
 
 /// Two steps around an hour-long sleep: a process killed during the sleep leaves the run
 /// `running` with nobody driving it.
-const NAPPER: &str = r#"
+/// A step, then an hour's sleep, then a step: a run that waits long enough to be killed.
+pub(crate) const NAPPER: &str = r#"
 id: napper
 plugins:
   kit: { wasm: "{testkit}" }

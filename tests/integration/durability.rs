@@ -451,15 +451,6 @@ fn s91_s100_s103_a_chunk_a_watcher_saw_is_stored_under_its_seq_after_a_kill() {
     });
 }
 
-const NAPPER: &str = r#"
-id: napper
-plugins:
-  kit: { wasm: "{testkit}" }
-steps:
-  - { id: before, plugin: kit, step: inc }
-  - sleep: { id: nap, ms: 3600000 }
-"#;
-
 /// S100, S87: a watcher that starts while a transition is stored but not yet synced gets its
 /// events only once the sync covers them, not from the store before. `weft run` follows its
 /// run from the store as soon as the run started, while the first step's end may still be
@@ -469,7 +460,7 @@ steps:
 fn s87_s100_a_watcher_reading_the_store_sees_only_durable_events() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("napper.yaml");
-    std::fs::write(&file, plugin_paths(NAPPER)).expect("workflow");
+    std::fs::write(&file, plugin_paths(crate::driver_api::NAPPER)).expect("workflow");
     let rounds = |lane: usize| {
         for round in 0..25 {
             use std::io::BufRead;
