@@ -907,9 +907,8 @@ impl Runtime {
         let mut live_rx = channel.subscribe();
         let (tx, rx) = mpsc::unbounded_channel();
         let mut next = from_seq.max(1);
-        let mut stored = stored_events(&*self.inner.store, run_id, next)?;
         let bound = self.durable_bound(run_id, &channel);
-        stored.retain(|e| bound.is_none_or(|b| e.seq <= b));
+        let stored = stored_events(&*self.inner.store, run_id, next, bound)?;
         // Where the run stands is told by its last stored event, also when `from_seq` lies
         // past it: nothing follows a closing event (S88), and a `run-suspended` that nothing
         // follows is the suspension the run stands at.
@@ -946,13 +945,15 @@ impl Runtime {
             // Neither the channel nor the runtime itself: the channel's sender must go once the
             // run's actor and the runtime let it go, which ends this watch when the run halts,
             // and a watch keeps no runtime open.
-            let channel = Arc::downgrade(&channel);
-            let inner = Arc::downgrade(&self.inner);
+            let (channel, inner, bounded) = (
+                Arc::downgrade(&channel),
+                Arc::downgrade(&self.inner),
+                run.clone(),
+            );
             let bound = move || {
                 let (channel, inner) = (channel.upgrade()?, inner.upgrade()?);
-                Runtime { inner }.durable_bound(&run, &channel)
+                Runtime { inner }.durable_bound(&bounded, &channel)
             };
-            let run = run_id.to_owned();
             // A run another process drives is followed by the store's notices.
             let mut notices = store.shared().map(|s| s.notices());
             if notices.is_some() && catch_up(&*store, &run, &mut next, &tx, until, &bound) {
@@ -1284,12 +1285,11 @@ fn catch_up(
         false
     };
     let (missed, last) = loop {
-        let mut missed = match stored_events(store, run_id, *next) {
+        let bound = bound();
+        let missed = match stored_events(store, run_id, *next, bound) {
             Ok(missed) => missed,
             Err(e) => return failed(e),
         };
-        let bound = bound();
-        missed.retain(|e| bound.is_none_or(|b| e.seq <= b));
         if let Some(event) = missed.last() {
             let kind = event.kind;
             break (missed, Some(kind));
@@ -1321,25 +1321,25 @@ fn last_event(
         // The record's key holds the seq of the last event stored up to it.
         Some((seq, _)) => {
             let from = bound.map_or(seq, |b| seq.min(b));
-            Ok(stored_events(store, run_id, from)?
-                .into_iter()
-                .take_while(|e| bound.is_none_or(|b| e.seq <= b))
-                .last())
+            Ok(stored_events(store, run_id, from, bound)?.pop())
         }
         None => Ok(None),
     }
 }
 
-/// The stored events of a run with `seq >= from`, in order.
+/// The stored events of a run with `seq >= from`, in order, and none past `bound` (see
+/// [`Runtime::durable_bound`]).
 fn stored_events(
     store: &dyn Store,
     run_id: &str,
     from: u64,
+    bound: Option<u64>,
 ) -> Result<Vec<StoredEvent>, RuntimeError> {
     Ok(read_records(store, run_id, (from, 0))?
         .into_iter()
         .flat_map(|(_, r)| r.events)
         .filter(|e| e.seq >= from)
+        .take_while(|e| bound.is_none_or(|b| e.seq <= b))
         .collect())
 }
 
