@@ -4,6 +4,7 @@
 //! takes what the event brought (an invocation's result, a timer, a resume, a cancel) and starts
 //! whatever may start next. The pass is deterministic and performs no I/O.
 
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
@@ -112,6 +113,7 @@ pub fn advance(run: &mut RunState, graph: &Graph, event: Event) -> Result<Vec<Co
     let mut cx = Cx {
         graph,
         now: at,
+        stamp: OnceCell::new(),
         run_id,
         files,
         results,

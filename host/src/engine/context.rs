@@ -1,6 +1,7 @@
 //! The context of one drive pass: where an execution sits ([`Frame`]) and what the pass may
 //! read and change ([`Cx`]): files, results, records, tokens and the commands it emits.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -16,6 +17,14 @@ use super::resume::Selection;
 use super::state::FileState;
 use super::time::{Millis, rfc3339};
 use super::visit::visit_seq;
+
+/// `{ key: value }`, built directly: `json!` would serialize a borrowed value into a copy,
+/// slower than cloning it.
+pub(crate) fn object_of(key: &str, value: Value) -> Value {
+    let mut map = Map::with_capacity(1);
+    map.insert(key.to_owned(), value);
+    Value::Object(map)
+}
 
 /// Where an execution sits: its file instance, visible scopes, item and iteration.
 #[derive(Clone)]
@@ -55,6 +64,8 @@ pub(crate) struct Cx<'a> {
     pub(crate) graph: &'a Graph,
     /// The event's instant.
     pub(crate) now: Millis,
+    /// `now` as RFC 3339, formatted once per pass for every record it stamps.
+    pub(crate) stamp: OnceCell<String>,
     /// The run's id.
     pub(crate) run_id: &'a str,
     /// File instances by key.
@@ -130,7 +141,7 @@ impl Cx<'_> {
 
     /// The event's instant, RFC 3339.
     pub(crate) fn ts(&self) -> String {
-        rfc3339(self.now)
+        self.stamp.get_or_init(|| rfc3339(self.now)).clone()
     }
 
     /// The state of the frame's file instance.

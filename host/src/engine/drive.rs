@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::commands::EventKind;
-use super::context::{Cx, Frame};
+use super::context::{Cx, Frame, object_of};
 use super::machines;
 use super::model::{EntryDef, EntryId, EntryKind, Graph};
 use super::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
@@ -30,7 +30,7 @@ pub(crate) fn drive_seq(seq: &mut Seq, frame: &Frame, cx: &mut Cx) {
     }
     loop {
         drive_node(&mut seq.current, frame, cx);
-        match &seq.current.phase {
+        match &mut seq.current.phase {
             Phase::New | Phase::Running => {
                 seq.phase = Phase::Running;
                 return;
@@ -51,7 +51,8 @@ pub(crate) fn drive_seq(seq: &mut Seq, frame: &Frame, cx: &mut Cx) {
                         seq.phase = Phase::Done(End::Bail(b));
                         return;
                     }
-                    let input = v.clone();
+                    // The ended node is replaced: its output moves on as the next one's input.
+                    let input = std::mem::take(v);
                     seq.pos = next as u32;
                     *seq.current = Node::new(list[next], input);
                     continue;
@@ -125,7 +126,7 @@ pub(crate) fn start_block(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: 
             frame,
             EventKind::StepStarted,
             &entry.path,
-            json!({ "input": node.input }),
+            object_of("input", node.input.clone()),
         );
     }
 }
@@ -152,7 +153,7 @@ pub(crate) fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mu
             });
             cx.register(frame, entry, v);
             if !frame.in_item {
-                let mut data = json!({ "output": v });
+                let mut data = object_of("output", v.clone());
                 if bailed {
                     data["bail"] = Value::Bool(true);
                 }

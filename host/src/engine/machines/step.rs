@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::engine::commands::{Command, EventKind, Invoke, StepsView};
-use crate::engine::context::{Cx, Frame};
+use crate::engine::context::{Cx, Frame, object_of};
 use crate::engine::drive::{end_node, mark_suspended};
 use crate::engine::invocation::{InvocationResult, Resumption, StepCall, StepFailure, StepOutcome};
 use crate::engine::model::{EntryDef, StepDef};
@@ -53,7 +53,7 @@ pub(crate) fn drive_step(
                 frame,
                 EventKind::StepStarted,
                 &entry.path,
-                json!({ "input": node.input }),
+                object_of("input", node.input.clone()),
             );
         }
         node.kind = NodeKind::Step(StepNode {
