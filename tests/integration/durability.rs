@@ -507,3 +507,93 @@ fn s87_s100_a_watcher_reading_the_store_sees_only_durable_events() {
         }
     });
 }
+
+/// A listing tells a run's status only once a sync made it durable (S100). The store holds a
+/// transition, and the run's new summary, before the sync that makes them durable, so a
+/// listing read from it alone could say `success` of a run that a SIGKILL then leaves
+/// `running`. `weft serve` starts runs on eight connections while the test lists them; killed
+/// the moment a listing shows a run newly succeeded, the reopened home must have it succeeded.
+#[test]
+fn s100_a_listing_tells_only_durable_statuses() {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use crate::torture::{http, serve};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workflows = dir.path().join("workflows");
+    std::fs::create_dir(&workflows).expect("workflows dir");
+    std::fs::write(
+        workflows.join("three.yaml"),
+        plugin_paths(
+            "id: three\nplugins:\n  kit: { wasm: \"{testkit}\" }\nsteps:\n  \
+             - { id: a, plugin: kit, step: inc }\n  - { id: b, plugin: kit, step: inc }\n  \
+             - { id: c, plugin: kit, step: inc }\n",
+        ),
+    )
+    .expect("workflow");
+    let statuses = |body: &str| -> HashMap<String, String> {
+        let page: Value = serde_json::from_str(body).expect("a page of runs");
+        page["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .map(|r| {
+                (
+                    r["run_id"].as_str().unwrap_or_default().to_owned(),
+                    r["status"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    for round in 0..20 {
+        let home = dir.path().join(format!("home-{round}"));
+        let (mut server, addr) = serve(&home, &workflows);
+        let stop = AtomicBool::new(false);
+        let seen = std::thread::scope(|s| {
+            for _ in 0..8 {
+                // Each starts runs one after another until the server is killed.
+                s.spawn(|| {
+                    let body = r#"{"workflow": "three", "input": {"n": 0}}"#;
+                    while !stop.load(Ordering::Relaxed) {
+                        if http(addr, "POST", "/runs", body).is_none() {
+                            break;
+                        }
+                    }
+                });
+            }
+            let mut before = HashMap::new();
+            let deadline = std::time::Instant::now() + crate::torture::HANG;
+            let seen = loop {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "round {round}: no listing showed a run going from running to success"
+                );
+                let (code, body) = http(addr, "GET", "/runs?limit=50", "").expect("a listing");
+                assert_eq!(code, 200, "{body}");
+                let now = statuses(&body);
+                let newly = now.iter().find(|(id, status)| {
+                    *status == "success" && before.get(*id).is_some_and(|b: &String| b != "success")
+                });
+                if let Some((id, _)) = newly {
+                    break id.clone();
+                }
+                before = now;
+            };
+            server.child.kill().expect("SIGKILL");
+            stop.store(true, Ordering::Relaxed);
+            seen
+        });
+        let _ = server.child.wait();
+        let shown = weft(&home)
+            .args(["show", &seen, "--json"])
+            .output()
+            .expect("weft show");
+        let record: Value = serde_json::from_slice(&shown.stdout).expect("record");
+        assert_eq!(
+            record["status"], "success",
+            "round {round}: a listing showed {seen} succeeded, but the reopened home has it {}",
+            record["status"]
+        );
+    }
+}

@@ -413,6 +413,7 @@ impl Actor {
             *s = if self.state.status.is_ended() && self.in_flight.is_empty() {
                 Progress {
                     status: self.state.status,
+                    updated_at: self.state.updated_at,
                     settled: None,
                 }
             } else {
@@ -436,6 +437,7 @@ impl Actor {
                 return false;
             }
             p.status = state.status;
+            p.updated_at = state.updated_at;
             p.settled = Some(Arc::new(RunRecord::from_state(state, &graph)));
             true
         });

@@ -264,6 +264,8 @@ struct LiveRun {
 #[derive(Clone)]
 struct Progress {
     status: RunStatus,
+    /// When the run last changed, as of `status`.
+    updated_at: i64,
     /// The record, once the run is settled (suspended or ended): what [`Runtime::wait`]
     /// returns, without asking the actor or reading the store.
     settled: Option<Arc<RunRecord>>,
@@ -275,6 +277,7 @@ impl Progress {
         let settled = !matches!(state.status, RunStatus::Running | RunStatus::Pending);
         Progress {
             status: state.status,
+            updated_at: state.updated_at,
             settled: settled.then(|| Arc::new(RunRecord::new(state, graph))),
         }
     }
@@ -713,7 +716,7 @@ impl Runtime {
     /// [`metrics::CONTENT_TYPE`]): stored runs by status, runs driven, step invocations in
     /// flight, transitions, and step latency by outcome.
     pub fn metrics(&self) -> Result<String, RuntimeError> {
-        let statuses = self.inner.store.runs()?.into_iter().map(|r| r.status);
+        let statuses = self.summaries()?.into_iter().map(|r| r.status);
         Ok(self.inner.metrics.render(statuses))
     }
 
@@ -728,20 +731,37 @@ impl Runtime {
         checked::graph(run_id, &bytes)
     }
 
-    /// Every run's summary, newest first, optionally filtered.
+    /// Every run's summary, newest first, optionally filtered; a status is one a sync made
+    /// durable (S100).
     pub fn runs(
         &self,
         workflow: Option<&str>,
         status: Option<RunStatus>,
     ) -> Result<Vec<RunSummary>, RuntimeError> {
         Ok(self
-            .inner
-            .store
-            .runs()?
+            .summaries()?
             .into_iter()
             .filter(|r| workflow.is_none_or(|w| r.workflow_id == w))
             .filter(|r| status.is_none_or(|s| r.status == s))
             .collect())
+    }
+
+    /// Every stored run's summary, those of runs this process drives as their actors last
+    /// published them: the store holds a transition, and the summary it changes, before the
+    /// sync that makes them durable, and a status is told only once durable (S100).
+    fn summaries(&self) -> Result<Vec<RunSummary>, RuntimeError> {
+        let mut runs = self.inner.store.runs()?;
+        let live = lock(&self.inner.live);
+        for run in &mut runs {
+            if let Some(l) = live.get(&run.run_id) {
+                let published = l.status.borrow();
+                if published.status != run.status {
+                    run.status = published.status;
+                    run.updated_at = published.updated_at;
+                }
+            }
+        }
+        Ok(runs)
     }
 
     /// Resumes suspended steps (S67–S70).
