@@ -508,6 +508,16 @@ fn s87_s100_a_watcher_reading_the_store_sees_only_durable_events() {
     });
 }
 
+/// Sets its flag when dropped, also by a failed assertion: the threads that start runs until
+/// the flag is set stop then, and the test ends instead of waiting for them forever.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A listing tells a run's status only once a sync made it durable (S100). The store holds a
 /// transition, and the run's new summary, before the sync that makes them durable, so a
 /// listing read from it alone could say `success` of a run that a SIGKILL then leaves
@@ -515,7 +525,7 @@ fn s87_s100_a_watcher_reading_the_store_sees_only_durable_events() {
 /// the moment a listing shows a run newly succeeded, the reopened home must have it succeeded.
 #[test]
 fn s100_a_listing_tells_only_durable_statuses() {
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use crate::torture::{http, serve};
@@ -551,6 +561,7 @@ fn s100_a_listing_tells_only_durable_statuses() {
         let (mut server, addr) = serve(&home, &workflows);
         let stop = AtomicBool::new(false);
         let seen = std::thread::scope(|s| {
+            let _stop = StopOnDrop(&stop);
             for _ in 0..8 {
                 // Each starts runs one after another until the server is killed.
                 s.spawn(|| {
@@ -562,23 +573,28 @@ fn s100_a_listing_tells_only_durable_statuses() {
                     }
                 });
             }
-            let mut before = HashMap::new();
+            // Every run a listing showed not yet succeeded.
+            let mut unfinished = HashSet::new();
             let deadline = std::time::Instant::now() + crate::torture::HANG;
             let seen = loop {
                 assert!(
                     std::time::Instant::now() < deadline,
                     "round {round}: no listing showed a run going from running to success"
                 );
-                let (code, body) = http(addr, "GET", "/runs?limit=50", "").expect("a listing");
+                let (code, body) = http(addr, "GET", "/runs?limit=1000", "").expect("a listing");
                 assert_eq!(code, 200, "{body}");
                 let now = statuses(&body);
-                let newly = now.iter().find(|(id, status)| {
-                    *status == "success" && before.get(*id).is_some_and(|b: &String| b != "success")
-                });
+                let newly = now
+                    .iter()
+                    .find(|(id, status)| *status == "success" && unfinished.contains(*id));
                 if let Some((id, _)) = newly {
                     break id.clone();
                 }
-                before = now;
+                unfinished.extend(
+                    now.into_iter()
+                        .filter(|(_, status)| status != "success")
+                        .map(|(id, _)| id),
+                );
             };
             server.child.kill().expect("SIGKILL");
             stop.store(true, Ordering::Relaxed);
@@ -594,6 +610,103 @@ fn s100_a_listing_tells_only_durable_statuses() {
             record["status"], "success",
             "round {round}: a listing showed {seen} succeeded, but the reopened home has it {}",
             record["status"]
+        );
+    }
+}
+
+/// A run's record shows only what a sync made durable (S100), also a transition that emitted
+/// no event: inside a foreach item, a step's end and the next step's start are such a
+/// transition. `weft serve` drives a foreach of five-step items, beside other runs, while the
+/// test reads the run's record; killed the moment the record shows more items past their first
+/// step, the reopened home must have at least as many.
+#[test]
+fn s31_s100_a_run_record_shows_only_durable_steps() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use crate::torture::{http, serve};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workflows = dir.path().join("workflows");
+    std::fs::create_dir(&workflows).expect("workflows dir");
+    std::fs::write(
+        workflows.join("items.yaml"),
+        plugin_paths(
+            "id: items\nplugins:\n  kit: { wasm: \"{testkit}\" }\nsteps:\n  - foreach:\n      \
+             id: f\n      concurrency: 1\n      do:\n        \
+             - { id: a, plugin: kit, step: inc }\n        - { id: b, plugin: kit, step: inc }\n        \
+             - { id: c, plugin: kit, step: inc }\n        - { id: d, plugin: kit, step: inc }\n        \
+             - { id: e, plugin: kit, step: inc }\n",
+        ),
+    )
+    .expect("workflow");
+    std::fs::write(
+        workflows.join("bulky.yaml"),
+        "id: bulky\nsteps:\n  - map: { id: m, expr: '{ n: 1 }' }\n",
+    )
+    .expect("workflow");
+    let past_a = |record: &Value| {
+        record["steps"]["f.a"]["items"]
+            .as_array()
+            .map_or(0, |items| {
+                items.iter().filter(|i| i["status"] == "success").count()
+            })
+    };
+    let items: Vec<Value> = (0..100).map(|n| json!({ "n": n })).collect();
+    let watched = json!({ "workflow": "items", "input": items, "run_id": "watched" }).to_string();
+    let bulky = json!({ "workflow": "bulky", "input": "x".repeat(200_000) }).to_string();
+    for round in 0..20 {
+        let home = dir.path().join(format!("home-{round}"));
+        let (mut server, addr) = serve(&home, &workflows);
+        let (code, body) = http(addr, "POST", "/runs", &watched).expect("started");
+        assert_eq!(code, 201, "{body}");
+        let stop = AtomicBool::new(false);
+        let shown = std::thread::scope(|s| {
+            let _stop = StopOnDrop(&stop);
+            // Other runs, with large inputs, make the syncs long.
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let body = bulky.as_str();
+                    while !stop.load(Ordering::Relaxed) {
+                        if http(addr, "POST", "/runs", body).is_none() {
+                            break;
+                        }
+                    }
+                });
+            }
+            let mut before = None;
+            let deadline = std::time::Instant::now() + crate::torture::HANG;
+            let shown = loop {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "round {round}: the record never showed an item moving on"
+                );
+                let (code, body) = http(addr, "GET", "/runs/watched", "").expect("the record");
+                assert_eq!(code, 200, "{body}");
+                let record: Value = serde_json::from_str(&body).expect("a record");
+                assert_ne!(
+                    record["status"], "success",
+                    "round {round}: the run ended before its record showed an item moving on"
+                );
+                let now = past_a(&record);
+                if before.is_some_and(|b| now > b) {
+                    break now;
+                }
+                before = Some(now);
+            };
+            server.child.kill().expect("SIGKILL");
+            stop.store(true, Ordering::Relaxed);
+            shown
+        });
+        let _ = server.child.wait();
+        let out = weft(&home)
+            .args(["show", "watched", "--json"])
+            .output()
+            .expect("weft show");
+        let stored = past_a(&serde_json::from_slice(&out.stdout).expect("record"));
+        assert!(
+            stored >= shown,
+            "round {round}: the record showed {shown} items past their first step, but the \
+             reopened home has {stored}"
         );
     }
 }

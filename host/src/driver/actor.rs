@@ -98,8 +98,12 @@ pub struct Actor {
     /// Events of transitions stored but not yet known to be durable, in order: published once
     /// a sync covers them (see [`Actor::commit`]).
     unpublished: Vec<StoredEvent>,
-    /// The sync under way for the first `.1` of `unpublished`.
-    syncing: Option<(Syncing, usize)>,
+    /// The sync under way for the first `.1` of `unpublished`, and the records before `.2`.
+    syncing: Option<(Syncing, usize, u32)>,
+    /// The records before this one (their key's counter, [`Position::next_sub`]) are durable.
+    /// A transition inside a foreach item can store a record with no event, which
+    /// `unpublished` does not show.
+    durable_sub: u32,
     /// What runs each step of the run.
     executors: Arc<RunExecutors>,
     /// Storing failed: the actor stops (see [`Actor::halt`]).
@@ -168,6 +172,7 @@ impl Actor {
             working,
             unpublished: Vec::new(),
             syncing: None,
+            durable_sub: at.next_sub,
             executors,
             halted: false,
             span,
@@ -295,7 +300,7 @@ impl Actor {
             };
             let synced = async {
                 match self.syncing.as_mut() {
-                    Some((sync, _)) => sync.await,
+                    Some((sync, ..)) => sync.await,
                     None => std::future::pending().await,
                 }
             };
@@ -317,9 +322,10 @@ impl Actor {
     /// The sync under way ended: publishes the events it covers, and starts the next for
     /// those stored since.
     fn synced(&mut self) {
-        let Some((_, covered)) = self.syncing.take() else {
+        let Some((_, covered, sub)) = self.syncing.take() else {
             return;
         };
+        self.durable_sub = self.durable_sub.max(sub);
         self.rt.committed();
         let rest = self.unpublished.split_off(covered);
         for ev in std::mem::replace(&mut self.unpublished, rest) {
@@ -335,7 +341,7 @@ impl Actor {
         let rt = self.rt.clone();
         let ticket = rt.sync_ticket();
         let sync: Syncing = Box::pin(async move { rt.durable_at(ticket).await });
-        self.syncing = Some((sync, self.unpublished.len()));
+        self.syncing = Some((sync, self.unpublished.len(), self.at.next_sub));
     }
 
     async fn handle(&mut self, msg: Msg) {
@@ -356,7 +362,7 @@ impl Actor {
             }
             Msg::Show(reply) => {
                 // What it shows is durable (S100): transitions still syncing first.
-                if !self.unpublished.is_empty() && self.flush().await.is_err() {
+                if self.durable_sub < self.at.next_sub && self.flush().await.is_err() {
                     return;
                 }
                 let _ = reply.send(RunRecord::new(&self.state, &self.graph));
@@ -721,6 +727,7 @@ impl Actor {
     async fn flush(&mut self) -> Result<(), RuntimeError> {
         // A sync taken now covers what the one under way does, and more.
         self.syncing = None;
+        let covers = self.at.next_sub;
         let rt = self.rt.clone();
         let sync = rt.durable();
         tokio::pin!(sync);
@@ -739,6 +746,7 @@ impl Actor {
             return Err(e);
         }
         self.rt.committed();
+        self.durable_sub = covers;
         for ev in std::mem::take(&mut self.unpublished) {
             self.events.send(ev);
         }
