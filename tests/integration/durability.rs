@@ -508,14 +508,57 @@ fn s87_s100_a_watcher_reading_the_store_sees_only_durable_events() {
     });
 }
 
-/// Sets its flag when dropped, also by a failed assertion: the threads that start runs until
-/// the flag is set stop then, and the test ends instead of waiting for them forever.
-struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+/// A workflows directory in `dir` holding `files` (name, YAML with `{testkit}`-style plugin
+/// placeholders).
+fn workflows_dir(dir: &Path, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let workflows = dir.join("workflows");
+    std::fs::create_dir(&workflows).expect("workflows dir");
+    for (name, yaml) in files {
+        std::fs::write(workflows.join(name), plugin_paths(yaml)).expect("workflow");
     }
+    workflows
+}
+
+/// Serves `home` and gives `look` the server's address while `starters` threads each start a
+/// run of `body` after another; SIGKILLs the server once `look` returns, and returns what it
+/// returned. A failed assertion in `look` stops the threads too, so the test ends.
+fn while_starting_runs<T>(
+    home: &Path,
+    workflows: &Path,
+    starters: usize,
+    body: &str,
+    look: impl FnOnce(std::net::SocketAddr) -> T,
+) -> T {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Sets its flag when dropped, also while a failed assertion unwinds.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    let (mut server, addr) = crate::torture::serve(home, workflows);
+    let stop = AtomicBool::new(false);
+    let seen = std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
+        for _ in 0..starters {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    if crate::torture::http(addr, "POST", "/runs", body).is_none() {
+                        break;
+                    }
+                }
+            });
+        }
+        let seen = look(addr);
+        server.child.kill().expect("SIGKILL");
+        seen
+    });
+    let _ = server.child.wait();
+    seen
 }
 
 /// A listing tells a run's status only once a sync made it durable (S100). The store holds a
@@ -526,22 +569,19 @@ impl Drop for StopOnDrop<'_> {
 #[test]
 fn s100_a_listing_tells_only_durable_statuses() {
     use std::collections::{HashMap, HashSet};
-    use std::sync::atomic::{AtomicBool, Ordering};
 
-    use crate::torture::{http, serve};
+    use crate::torture::http;
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let workflows = dir.path().join("workflows");
-    std::fs::create_dir(&workflows).expect("workflows dir");
-    std::fs::write(
-        workflows.join("three.yaml"),
-        plugin_paths(
+    let workflows = workflows_dir(
+        dir.path(),
+        &[(
+            "three.yaml",
             "id: three\nplugins:\n  kit: { wasm: \"{testkit}\" }\nsteps:\n  \
              - { id: a, plugin: kit, step: inc }\n  - { id: b, plugin: kit, step: inc }\n  \
              - { id: c, plugin: kit, step: inc }\n",
-        ),
-    )
-    .expect("workflow");
+        )],
+    );
     let statuses = |body: &str| -> HashMap<String, String> {
         let page: Value = serde_json::from_str(body).expect("a page of runs");
         page["runs"]
@@ -558,25 +598,12 @@ fn s100_a_listing_tells_only_durable_statuses() {
     };
     for round in 0..20 {
         let home = dir.path().join(format!("home-{round}"));
-        let (mut server, addr) = serve(&home, &workflows);
-        let stop = AtomicBool::new(false);
-        let seen = std::thread::scope(|s| {
-            let _stop = StopOnDrop(&stop);
-            for _ in 0..8 {
-                // Each starts runs one after another until the server is killed.
-                s.spawn(|| {
-                    let body = r#"{"workflow": "three", "input": {"n": 0}}"#;
-                    while !stop.load(Ordering::Relaxed) {
-                        if http(addr, "POST", "/runs", body).is_none() {
-                            break;
-                        }
-                    }
-                });
-            }
+        let start = r#"{"workflow": "three", "input": {"n": 0}}"#;
+        let seen = while_starting_runs(&home, &workflows, 8, start, |addr| {
             // Every run a listing showed not yet succeeded.
             let mut unfinished = HashSet::new();
             let deadline = std::time::Instant::now() + crate::torture::HANG;
-            let seen = loop {
+            loop {
                 assert!(
                     std::time::Instant::now() < deadline,
                     "round {round}: no listing showed a run going from running to success"
@@ -595,12 +622,8 @@ fn s100_a_listing_tells_only_durable_statuses() {
                         .filter(|(_, status)| status != "success")
                         .map(|(id, _)| id),
                 );
-            };
-            server.child.kill().expect("SIGKILL");
-            stop.store(true, Ordering::Relaxed);
-            seen
+            }
         });
-        let _ = server.child.wait();
         let shown = weft(&home)
             .args(["show", &seen, "--json"])
             .output()
@@ -621,29 +644,26 @@ fn s100_a_listing_tells_only_durable_statuses() {
 /// step, the reopened home must have at least as many.
 #[test]
 fn s31_s100_a_run_record_shows_only_durable_steps() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    use crate::torture::{http, serve};
+    use crate::torture::http;
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let workflows = dir.path().join("workflows");
-    std::fs::create_dir(&workflows).expect("workflows dir");
-    std::fs::write(
-        workflows.join("items.yaml"),
-        plugin_paths(
-            "id: items\nplugins:\n  kit: { wasm: \"{testkit}\" }\nsteps:\n  - foreach:\n      \
-             id: f\n      concurrency: 1\n      do:\n        \
-             - { id: a, plugin: kit, step: inc }\n        - { id: b, plugin: kit, step: inc }\n        \
-             - { id: c, plugin: kit, step: inc }\n        - { id: d, plugin: kit, step: inc }\n        \
-             - { id: e, plugin: kit, step: inc }\n",
-        ),
-    )
-    .expect("workflow");
-    std::fs::write(
-        workflows.join("bulky.yaml"),
-        "id: bulky\nsteps:\n  - map: { id: m, expr: '{ n: 1 }' }\n",
-    )
-    .expect("workflow");
+    let workflows = workflows_dir(
+        dir.path(),
+        &[
+            (
+                "items.yaml",
+                "id: items\nplugins:\n  kit: { wasm: \"{testkit}\" }\nsteps:\n  - foreach:\n      \
+                 id: f\n      concurrency: 1\n      do:\n        \
+                 - { id: a, plugin: kit, step: inc }\n        - { id: b, plugin: kit, step: inc }\n        \
+                 - { id: c, plugin: kit, step: inc }\n        - { id: d, plugin: kit, step: inc }\n        \
+                 - { id: e, plugin: kit, step: inc }\n",
+            ),
+            (
+                "bulky.yaml",
+                "id: bulky\nsteps:\n  - map: { id: m, expr: '{ n: 1 }' }\n",
+            ),
+        ],
+    );
     let past_a = |record: &Value| {
         record["steps"]["f.a"]["items"]
             .as_array()
@@ -656,26 +676,13 @@ fn s31_s100_a_run_record_shows_only_durable_steps() {
     let bulky = json!({ "workflow": "bulky", "input": "x".repeat(200_000) }).to_string();
     for round in 0..20 {
         let home = dir.path().join(format!("home-{round}"));
-        let (mut server, addr) = serve(&home, &workflows);
-        let (code, body) = http(addr, "POST", "/runs", &watched).expect("started");
-        assert_eq!(code, 201, "{body}");
-        let stop = AtomicBool::new(false);
-        let shown = std::thread::scope(|s| {
-            let _stop = StopOnDrop(&stop);
-            // Other runs, with large inputs, make the syncs long.
-            for _ in 0..4 {
-                s.spawn(|| {
-                    let body = bulky.as_str();
-                    while !stop.load(Ordering::Relaxed) {
-                        if http(addr, "POST", "/runs", body).is_none() {
-                            break;
-                        }
-                    }
-                });
-            }
+        // Other runs, with large inputs, make the syncs long.
+        let shown = while_starting_runs(&home, &workflows, 4, &bulky, |addr| {
+            let (code, body) = http(addr, "POST", "/runs", &watched).expect("started");
+            assert_eq!(code, 201, "{body}");
             let mut before = None;
             let deadline = std::time::Instant::now() + crate::torture::HANG;
-            let shown = loop {
+            loop {
                 assert!(
                     std::time::Instant::now() < deadline,
                     "round {round}: the record never showed an item moving on"
@@ -692,12 +699,8 @@ fn s31_s100_a_run_record_shows_only_durable_steps() {
                     break now;
                 }
                 before = Some(now);
-            };
-            server.child.kill().expect("SIGKILL");
-            stop.store(true, Ordering::Relaxed);
-            shown
+            }
         });
-        let _ = server.child.wait();
         let out = weft(&home)
             .args(["show", "watched", "--json"])
             .output()
