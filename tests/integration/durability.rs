@@ -564,10 +564,12 @@ fn while_starting_runs<T>(
 /// A listing tells a run's status only once a sync made it durable (S100). The store holds a
 /// transition, and the run's new summary, before the sync that makes them durable, so a
 /// listing read from it alone could say `success` of a run that a SIGKILL then leaves
-/// `running`. `weft serve` starts runs on eight connections while the test lists them; killed
-/// the moment a listing shows a run newly succeeded, the reopened home must have it succeeded.
+/// `running`; or list a new run, still `pending`, whose creation a SIGKILL then loses. `weft
+/// serve` starts runs on eight connections while the test lists them; killed the moment a
+/// listing shows a run newly succeeded, the reopened home must have it succeeded, and every run
+/// that listing showed.
 #[test]
-fn s100_a_listing_tells_only_durable_statuses() {
+fn s100_a_listing_tells_only_durable_runs_and_statuses() {
     use std::collections::{HashMap, HashSet};
 
     use crate::torture::http;
@@ -596,10 +598,12 @@ fn s100_a_listing_tells_only_durable_statuses() {
             })
             .collect()
     };
+    // Large inputs make the syncs long, and so the time a new run is stored but not durable.
+    let start =
+        json!({ "workflow": "three", "input": { "n": 0, "pad": "x".repeat(100_000) } }).to_string();
     for round in 0..20 {
         let home = dir.path().join(format!("home-{round}"));
-        let start = r#"{"workflow": "three", "input": {"n": 0}}"#;
-        let seen = while_starting_runs(&home, &workflows, 8, start, |addr| {
+        let (seen, listed) = while_starting_runs(&home, &workflows, 8, &start, |addr| {
             // Every run a listing showed not yet succeeded.
             let mut unfinished = HashSet::new();
             let deadline = std::time::Instant::now() + crate::torture::HANG;
@@ -615,7 +619,7 @@ fn s100_a_listing_tells_only_durable_statuses() {
                     .iter()
                     .find(|(id, status)| *status == "success" && unfinished.contains(*id));
                 if let Some((id, _)) = newly {
-                    break id.clone();
+                    break (id.clone(), now.into_keys().collect::<Vec<_>>());
                 }
                 unfinished.extend(
                     now.into_iter()
@@ -634,6 +638,14 @@ fn s100_a_listing_tells_only_durable_statuses() {
             "round {round}: a listing showed {seen} succeeded, but the reopened home has it {}",
             record["status"]
         );
+        let stored = weft(&home).arg("runs").output().expect("weft runs");
+        let stored = String::from_utf8_lossy(&stored.stdout);
+        for id in &listed {
+            assert!(
+                stored.contains(id.as_str()),
+                "round {round}: a listing showed {id}, but the reopened home has no such run"
+            );
+        }
     }
 }
 

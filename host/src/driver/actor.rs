@@ -43,6 +43,8 @@ pub enum Msg {
         at: engine::Millis,
         /// Ok once the run's creation is durable, with its first transition when that applied.
         reply: oneshot::Sender<Result<(), RuntimeError>>,
+        /// Keeps the run out of listings until then.
+        creating: super::Creating,
     },
     /// Read the record.
     Show(oneshot::Sender<RunRecord>),
@@ -348,7 +350,11 @@ impl Actor {
         match msg {
             Msg::Event(event) => self.apply_all(vec![event]).await,
             Msg::Guest(token, ev) => self.guest_events(vec![(token, ev)]),
-            Msg::Start { at, reply } => {
+            Msg::Start {
+                at,
+                reply,
+                creating,
+            } => {
                 // The first transition's fsync covers the creation logged before it.
                 let started = match self.apply(Event::Start { at }).await {
                     Ok(()) => Ok(()),
@@ -358,6 +364,7 @@ impl Actor {
                         self.rt.durable().await
                     }
                 };
+                drop(creating);
                 let _ = reply.send(started);
             }
             Msg::Show(reply) => {

@@ -19,7 +19,7 @@ mod sync;
 mod unrecoverable;
 mod workflow_tools;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -224,6 +224,8 @@ struct Inner {
     home: PathBuf,
     /// Runs whose actor stopped because storing their progress failed, with the failure.
     halted: Mutex<HashMap<String, StoreError>>,
+    /// New runs whose creation is stored but not yet durable: listings leave them out (S100).
+    creating: Mutex<HashSet<String>>,
     /// What this runtime counts.
     metrics: metrics::Metrics,
     /// Commits made durable so far, for [`RuntimeConfig::crash_after_commits`].
@@ -328,6 +330,7 @@ impl Runtime {
                 natives,
                 home: home.to_path_buf(),
                 halted: Mutex::new(HashMap::new()),
+                creating: Mutex::new(HashSet::new()),
                 metrics,
                 commits: std::sync::atomic::AtomicU64::new(0),
                 answering: Arc::new(tokio::sync::RwLock::new(())),
@@ -581,6 +584,7 @@ impl Runtime {
     ) -> Result<String, RuntimeError> {
         let run_id = state.run_id.clone();
         let snapshot = serde_json::to_vec(&state).map_err(|e| encode_failed(&run_id, e))?;
+        let creating = Creating::new(self, &run_id);
         let plugin_bytes: Vec<(&str, &[u8])> = workflow
             .into_iter()
             .flat_map(|w| &w.plugins)
@@ -598,6 +602,7 @@ impl Runtime {
             .map_err(|e| self.write_failed(e))?;
         if !drive {
             self.durable().await?;
+            drop(creating);
             // Pending and nobody's: a worker starts it (S101 recovers a pending run by
             // starting it).
             self.inner
@@ -608,7 +613,11 @@ impl Runtime {
         }
         let live = self.spawn(state, graph, Position::FRESH)?;
         let (reply, started) = oneshot::channel();
-        let _ = live.tx.send(Msg::Start { at: now, reply });
+        let _ = live.tx.send(Msg::Start {
+            at: now,
+            reply,
+            creating,
+        });
         match started.await {
             Ok(durable) => durable.map(|()| run_id),
             // The actor went away without answering (it failed while starting the run and
@@ -731,8 +740,8 @@ impl Runtime {
         checked::graph(run_id, &bytes)
     }
 
-    /// Every run's summary, newest first, optionally filtered; a status is one a sync made
-    /// durable (S100).
+    /// Every run's summary, newest first, optionally filtered; a run is one whose creation a
+    /// sync made durable, a status one a sync made durable (S100).
     pub fn runs(
         &self,
         workflow: Option<&str>,
@@ -748,9 +757,16 @@ impl Runtime {
 
     /// Every stored run's summary, those of runs this process drives as their actors last
     /// published them: the store holds a transition, and the summary it changes, before the
-    /// sync that makes them durable, and a status is told only once durable (S100).
+    /// sync that makes them durable, and a status is told only once durable (S100). A new run
+    /// is left out until its creation is durable.
     fn summaries(&self) -> Result<Vec<RunSummary>, RuntimeError> {
         let mut runs = self.inner.store.runs()?;
+        {
+            let creating = lock(&self.inner.creating);
+            if !creating.is_empty() {
+                runs.retain(|run| !creating.contains(&run.run_id));
+            }
+        }
         let live = lock(&self.inner.live);
         for run in &mut runs {
             if let Some(l) = live.get(&run.run_id) {
@@ -1236,6 +1252,30 @@ impl Runtime {
             .entry(run_id.to_owned())
             .or_insert_with(|| Arc::new(LiveEvents::new(self.inner.config.watch_buffer)))
             .clone()
+    }
+}
+
+/// A new run among those whose creation is not yet durable, which listings leave out (S100),
+/// until this is dropped: once a sync covered the creation, or it failed. The actor that starts
+/// the run holds it, so a caller that stops waiting does not end it early.
+pub(crate) struct Creating {
+    rt: Runtime,
+    run_id: String,
+}
+
+impl Creating {
+    fn new(rt: &Runtime, run_id: &str) -> Self {
+        lock(&rt.inner.creating).insert(run_id.to_owned());
+        Creating {
+            rt: rt.clone(),
+            run_id: run_id.to_owned(),
+        }
+    }
+}
+
+impl Drop for Creating {
+    fn drop(&mut self) {
+        lock(&self.rt.inner.creating).remove(&self.run_id);
     }
 }
 
