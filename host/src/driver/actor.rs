@@ -280,6 +280,9 @@ impl Actor {
     /// as an event once the messages queued before it ended are taken, so the guest events it
     /// sent are stored before it (S91). It is not sent through the channel: a send to the task
     /// that is running would wake it again for nothing, and the wake-up costs a worker hand-off.
+    /// Once one ended, the others that end without waiting run too, so that one batch of
+    /// transitions stores all their ends (the eight arms of a `parallel`, say, or the items of
+    /// a `foreach` in flight together).
     ///
     /// Meanwhile it also waits for the sync under way, and publishes the events it covers.
     /// `None` once the channel closed, or a sync failed and the actor halted.
@@ -316,7 +319,14 @@ impl Actor {
                     }
                     self.synced();
                 }
-                ended = local => self.local_ended.push_back(ended),
+                ended = local => {
+                    self.local_ended.push_back(ended);
+                    // A plugin step mostly runs in one poll. A local invocation left waiting
+                    // here is polled again, with this task's waker, before the actor waits.
+                    while let Some(Some(more)) = self.local.next().now_or_never() {
+                        self.local_ended.push_back(more);
+                    }
+                }
             }
         }
     }
