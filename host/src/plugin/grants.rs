@@ -14,17 +14,19 @@ use super::stdio::LineStream;
 use crate::engine::invocation::StepFailure;
 
 /// The WASI context of one invocation and the HTTP hosts it may call; stdout and stderr go to
-/// `out`. A grant that cannot be honoured is a `sandbox-error` (never retried).
+/// `out`. No context when the grants give no environment variable and no directory: the store
+/// makes a [`bare_wasi`] one when the guest first calls WASI, most guests never do, and making
+/// one costs a few percent of a small step. A grant that cannot be honoured is a
+/// `sandbox-error` (never retried).
 pub(crate) fn wasi_from_grants(
     grants: &Grants,
     out: &Arc<Emitter>,
-) -> Result<(WasiCtx, Arc<[HostPattern]>), StepFailure> {
-    let mut wasi = WasiCtxBuilder::new();
-    wasi.stdout(LineStream::new(out.clone(), Stdio::Stdout))
-        .stderr(LineStream::new(out.clone(), Stdio::Stderr))
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
+) -> Result<(Option<WasiCtx>, Arc<[HostPattern]>), StepFailure> {
+    let allowed = http_hosts(grants)?;
+    if grants.env.is_empty() && grants.dirs.is_empty() {
+        return Ok((None, allowed));
+    }
+    let mut wasi = builder(out);
     for (name, value) in &grants.env {
         wasi.env(name, value.resolve(name).map_err(sandbox_error)?);
     }
@@ -44,6 +46,27 @@ pub(crate) fn wasi_from_grants(
                 ))
             })?;
     }
+    Ok((Some(wasi.build()), allowed))
+}
+
+/// The WASI context of a guest granted no environment variable and no directory.
+pub(crate) fn bare_wasi(out: &Arc<Emitter>) -> WasiCtx {
+    builder(out).build()
+}
+
+/// WASI with stdout and stderr to `out`, no network, and nothing else yet.
+fn builder(out: &Arc<Emitter>) -> WasiCtxBuilder {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdout(LineStream::new(out.clone(), Stdio::Stdout))
+        .stderr(LineStream::new(out.clone(), Stdio::Stderr))
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    wasi
+}
+
+/// The HTTP hosts the grants let the guest call.
+fn http_hosts(grants: &Grants) -> Result<Arc<[HostPattern]>, StepFailure> {
     let mut allowed = Vec::with_capacity(grants.http.len());
     for entry in &grants.http {
         match HostPattern::parse(entry) {
@@ -55,7 +78,7 @@ pub(crate) fn wasi_from_grants(
             }
         }
     }
-    Ok((wasi.build(), allowed.into()))
+    Ok(allowed.into())
 }
 
 /// A path of the host's own that no grant may expose.

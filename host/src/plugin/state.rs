@@ -17,7 +17,8 @@ use super::limiter::MemoryLimiter;
 
 /// The `T` of every `Store<T>` the host creates.
 pub(crate) struct StoreState {
-    pub(crate) wasi: WasiCtx,
+    /// `None` until the guest first calls WASI, when its grants give it nothing to set up.
+    pub(crate) wasi: Option<WasiCtx>,
     pub(crate) table: ResourceTable,
     pub(crate) http: WasiHttpCtx,
     pub(crate) gate: HttpGate,
@@ -33,7 +34,9 @@ pub(crate) struct StoreState {
 impl WasiView for StoreState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self
+                .wasi
+                .get_or_insert_with(|| super::grants::bare_wasi(&self.out)),
             table: &mut self.table,
         }
     }
