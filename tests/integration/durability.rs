@@ -561,6 +561,25 @@ fn while_starting_runs<T>(
     seen
 }
 
+/// GETs `path` from the server at `addr` until `look` finds what it waits for in a `200`
+/// answer's body; fails saying `never` after [`crate::torture::HANG`].
+fn poll_until<T>(
+    addr: std::net::SocketAddr,
+    path: &str,
+    never: &str,
+    mut look: impl FnMut(&str) -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + crate::torture::HANG;
+    loop {
+        assert!(std::time::Instant::now() < deadline, "{never}");
+        let (code, body) = crate::torture::http(addr, "GET", path, "").expect("an answer");
+        assert_eq!(code, 200, "{body}");
+        if let Some(found) = look(&body) {
+            return found;
+        }
+    }
+}
+
 /// A listing tells a run's status only once a sync made it durable (S100). The store holds a
 /// transition, and the run's new summary, before the sync that makes them durable, so a
 /// listing read from it alone could say `success` of a run that a SIGKILL then leaves
@@ -571,8 +590,6 @@ fn while_starting_runs<T>(
 #[test]
 fn s100_a_listing_tells_only_durable_runs_and_statuses() {
     use std::collections::{HashMap, HashSet};
-
-    use crate::torture::http;
 
     let dir = tempfile::tempdir().expect("temp dir");
     let workflows = workflows_dir(
@@ -606,27 +623,23 @@ fn s100_a_listing_tells_only_durable_runs_and_statuses() {
         let (seen, listed) = while_starting_runs(&home, &workflows, 8, &start, |addr| {
             // Every run a listing showed not yet succeeded.
             let mut unfinished = HashSet::new();
-            let deadline = std::time::Instant::now() + crate::torture::HANG;
-            loop {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "round {round}: no listing showed a run going from running to success"
-                );
-                let (code, body) = http(addr, "GET", "/runs?limit=1000", "").expect("a listing");
-                assert_eq!(code, 200, "{body}");
-                let now = statuses(&body);
+            let never =
+                format!("round {round}: no listing showed a run going from running to success");
+            poll_until(addr, "/runs?limit=1000", &never, |body| {
+                let now = statuses(body);
                 let newly = now
                     .iter()
                     .find(|(id, status)| *status == "success" && unfinished.contains(*id));
                 if let Some((id, _)) = newly {
-                    break (id.clone(), now.into_keys().collect::<Vec<_>>());
+                    return Some((id.clone(), now.into_keys().collect::<Vec<_>>()));
                 }
                 unfinished.extend(
                     now.into_iter()
                         .filter(|(_, status)| status != "success")
                         .map(|(id, _)| id),
                 );
-            }
+                None
+            })
         });
         let shown = weft(&home)
             .args(["show", &seen, "--json"])
@@ -693,25 +706,20 @@ fn s31_s100_a_run_record_shows_only_durable_steps() {
             let (code, body) = http(addr, "POST", "/runs", &watched).expect("started");
             assert_eq!(code, 201, "{body}");
             let mut before = None;
-            let deadline = std::time::Instant::now() + crate::torture::HANG;
-            loop {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "round {round}: the record never showed an item moving on"
-                );
-                let (code, body) = http(addr, "GET", "/runs/watched", "").expect("the record");
-                assert_eq!(code, 200, "{body}");
-                let record: Value = serde_json::from_str(&body).expect("a record");
+            let never = format!("round {round}: the record never showed an item moving on");
+            poll_until(addr, "/runs/watched", &never, |body| {
+                let record: Value = serde_json::from_str(body).expect("a record");
                 assert_ne!(
                     record["status"], "success",
                     "round {round}: the run ended before its record showed an item moving on"
                 );
                 let now = past_a(&record);
                 if before.is_some_and(|b| now > b) {
-                    break now;
+                    return Some(now);
                 }
                 before = Some(now);
-            }
+                None
+            })
         });
         let out = weft(&home)
             .args(["show", "watched", "--json"])
