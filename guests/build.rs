@@ -63,12 +63,24 @@ const PLUGINS: &[(&str, &str, &str)] = &[
          `ask`, `guard`, `boom`, `ctx`; tool `count-words`.",
     ),
     (
+        "leankit",
+        "LEANKIT",
+        "A plugin built with the Rust SDK's lean mode (no std, no WASI): the benchmark's steps \
+         `inc`, `mul`, `sum`, `double`, `suspend`, and `boom` (panics), `fill` (memory past the \
+         SDK's arena).",
+    ),
+    (
         "command",
         "COMMAND",
         "Not a plugin: a plain WASI command component (exports only `wasi:cli/run`); the host \
          must refuse it.",
     ),
 ];
+
+/// Plugins built by a cargo invocation of their own (`-p NAME`), after the workspace's default
+/// members: they build the SDK without std (feature `lean`), which cargo would unify with the
+/// std build of the others.
+const OWN_BUILDS: &[&str] = &["leankit"];
 
 /// Environment variables that would leak the parent build's settings into the nested one.
 const REMOVED_VARS: &[&str] = &[
@@ -128,7 +140,10 @@ fn run() -> Result<(), String> {
 
     watch(&plugins_dir, &built_dir, &plugin_dir)?;
     ensure_target();
-    build(&plugins_dir, &target_dir)?;
+    build(&plugins_dir, &target_dir, None)?;
+    for package in OWN_BUILDS {
+        build(&plugins_dir, &target_dir, Some(package))?;
+    }
     fs::create_dir_all(&plugin_dir)
         .map_err(|e| format!("cannot create {}: {e}", plugin_dir.display()))?;
 
@@ -269,8 +284,9 @@ fn rustc_has_target() -> bool {
         })
 }
 
-/// Runs the nested `cargo build`, echoing its stderr and keeping the tail for a failure.
-fn build(plugins_dir: &Path, target_dir: &Path) -> Result<(), String> {
+/// Runs the nested `cargo build` (of the workspace's default members, or of `package`), echoing
+/// its stderr and keeping the tail for a failure.
+fn build(plugins_dir: &Path, target_dir: &Path, package: Option<&str>) -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let manifest = plugins_dir.join("Cargo.toml");
     let mut command = Command::new(&cargo);
@@ -281,6 +297,9 @@ fn build(plugins_dir: &Path, target_dir: &Path) -> Result<(), String> {
         .arg(&manifest)
         .arg("--target-dir")
         .arg(target_dir);
+    if let Some(package) = package {
+        command.args(["-p", package]);
+    }
     if plugins_dir.join("Cargo.lock").is_file() {
         command.arg("--locked");
     }
@@ -326,8 +345,9 @@ fn build(plugins_dir: &Path, target_dir: &Path) -> Result<(), String> {
     Err(format!(
         "building the guest plugins failed ({status}).\n\
          command (in guests/plugins): {shown}\n\
-         to see it directly: cd guests/plugins && cargo build --release --target {TARGET}\n\
+         to see it directly: cd guests/plugins && cargo build --release --target {TARGET}{}\n\
          --- last {} lines of its stderr ---\n{}",
+        package.map(|p| format!(" -p {p}")).unwrap_or_default(),
         tail.len(),
         tail.join("\n")
     ))

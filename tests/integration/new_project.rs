@@ -1,6 +1,6 @@
 //! `weft new step|tool NAME`: its refusals write nothing, and the projects it writes (Rust ones
-//! with the SDK `weft-plugin` vendored) build for wasm32-wasip2 with their own `build.sh` and
-//! run with `weft run` (docs/PLUGINS.md).
+//! with the SDK `weft-plugin` vendored, with std or `--lean`) build for wasm32-wasip2 with their
+//! own `build.sh` and run with `weft run` (docs/PLUGINS.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::cli::path_str;
+use crate::lean_guest::imports_and_modules;
 use crate::torture::{Out, run_weft};
 
 /// Environment variables of the outer `cargo test` that must not leak into the nested build.
@@ -254,15 +255,17 @@ fn shared_target() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("new-project-target")
 }
 
-/// Writes a project with `weft new KIND NAME`, builds it with its `build.sh` for wasm32-wasip2,
-/// runs its unit tests (`cargo test`, natively), puts the component where its workflow looks for
-/// it, and runs the workflow with `input`; returns the run record.
-fn new_build_run(kind: &str, name: &str, input: &Value) -> Value {
+/// Writes a project with `weft new KIND NAME` (`--lean` when `lean`), builds it with its
+/// `build.sh` for wasm32-wasip2, runs its unit tests (`cargo test`, natively), puts the
+/// component where its workflow looks for it, and runs the workflow with `input`; returns the
+/// run record and the component's imports.
+fn new_build_run(kind: &str, name: &str, lean: bool, input: &Value) -> (Value, Vec<String>) {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let out = weft_in(
-        tmp.path(),
-        &["new", kind, name, "--dir", path_str(tmp.path())],
-    );
+    let mut args = vec!["new", kind, name, "--dir", path_str(tmp.path())];
+    if lean {
+        args.push("--lean");
+    }
+    let out = weft_in(tmp.path(), &args);
     assert_eq!(out.code, 0, "{out:?}");
     let project = tmp.path().join(name);
     // The SDK is vendored: the project needs nothing from weft's repository.
@@ -278,6 +281,7 @@ fn new_build_run(kind: &str, name: &str, input: &Value) -> Value {
             "weft-plugin/src/bindings.rs",
             "weft-plugin/src/context.rs",
             "weft-plugin/src/failure.rs",
+            "weft-plugin/src/lean.rs",
             "weft-plugin/src/lib.rs",
             "weft-plugin/src/outcome.rs",
             "weft-plugin/src/registry.rs",
@@ -298,10 +302,12 @@ fn new_build_run(kind: &str, name: &str, input: &Value) -> Value {
         );
     }
     let manifest = std::fs::read_to_string(project.join("Cargo.toml")).expect("read");
-    assert!(
-        manifest.contains("weft-plugin = { path = \"weft-plugin\" }"),
-        "{manifest}"
-    );
+    let dependency = if lean {
+        "weft-plugin = { path = \"weft-plugin\", default-features = false, features = [\"lean\"] }"
+    } else {
+        "weft-plugin = { path = \"weft-plugin\" }"
+    };
+    assert!(manifest.contains(dependency), "{manifest}");
 
     let target = shared_target();
     let mut build = Command::new("sh");
@@ -346,6 +352,7 @@ fn new_build_run(kind: &str, name: &str, input: &Value) -> Value {
     )
     .expect("the build made the component");
 
+    let (imports, _) = imports_and_modules(release.join(&file));
     let workflow = project.join("workflow.yaml");
     let out = weft_in(
         tmp.path(),
@@ -358,22 +365,38 @@ fn new_build_run(kind: &str, name: &str, input: &Value) -> Value {
         ],
     );
     assert_eq!(out.code, 0, "{out:?}");
-    serde_json::from_str(&out.stdout).expect("one run record")
+    let record = serde_json::from_str(&out.stdout).expect("one run record");
+    (record, imports)
 }
 
 #[test]
 fn a_new_step_project_builds_and_runs() {
-    let record = new_build_run("step", "greet", &json!({"name": "Ada"}));
-    assert_eq!(record["status"], "success", "{record}");
-    assert_eq!(record["result"], json!({"greeting": "Hello, Ada!"}));
-    assert_eq!(record["state"], json!({"last-greeted": "Ada"}));
+    for lean in [false, true] {
+        let (record, imports) = new_build_run("step", "greet", lean, &json!({"name": "Ada"}));
+        assert_eq!(record["status"], "success", "{record}");
+        assert_eq!(record["result"], json!({"greeting": "Hello, Ada!"}));
+        assert_eq!(record["state"], json!({"last-greeted": "Ada"}));
+        // std brings WASI in; the lean project imports weft's interfaces alone.
+        assert_eq!(
+            imports.iter().any(|i| i.starts_with("wasi:")),
+            !lean,
+            "lean: {lean}, {imports:?}"
+        );
+    }
 }
 
 #[test]
 fn a_new_tool_project_builds_and_runs() {
-    let record = new_build_run("tool", "adder", &json!({"a": 2, "b": 3}));
-    assert_eq!(record["status"], "success", "{record}");
-    assert_eq!(record["result"], json!({"sum": 5}));
+    for lean in [false, true] {
+        let (record, imports) = new_build_run("tool", "adder", lean, &json!({"a": 2, "b": 3}));
+        assert_eq!(record["status"], "success", "{record}");
+        assert_eq!(record["result"], json!({"sum": 5}));
+        assert_eq!(
+            imports.iter().any(|i| i.starts_with("wasi:")),
+            !lean,
+            "{imports:?}"
+        );
+    }
 }
 
 /// The example plugins in Python and JavaScript (`examples/python`, `examples/js`) were written

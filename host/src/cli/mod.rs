@@ -289,6 +289,11 @@ pub enum Cmd {
         /// Where to make the project's directory (default: the current directory).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Rust only: a lean plugin, built without std and WASI (docs/PLUGINS-RUST-SDK.md,
+        /// "Lean mode"): its steps start faster, but it can use no files, environment variables
+        /// or HTTP, and its dependencies must build without std.
+        #[arg(long)]
+        lean: bool,
     },
 }
 
@@ -366,7 +371,8 @@ pub async fn main(cli: Cli) -> i32 {
             name,
             lang,
             dir,
-        } => return new::command(kind, &name, lang, dir, &mut out),
+            lean,
+        } => return new::command(kind, &name, lang, lean, dir, &mut out),
         other => other,
     };
     // Another process may hold the home for a moment without serving it yet (starting up, or a
@@ -699,7 +705,8 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
             name,
             lang,
             dir,
-        } => new::command(kind, &name, lang, dir, out),
+            lean,
+        } => new::command(kind, &name, lang, lean, dir, out),
         Cmd::Plugin(PluginCmd::Compile { files }) => {
             for file in files {
                 let started = std::time::Instant::now();

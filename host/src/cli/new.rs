@@ -110,6 +110,37 @@ mod rust {
     /// `README.md` of a tool plugin.
     pub const TOOL_README: &str = include_str!("templates/rust/tool_README.md.tmpl");
 
+    /// What differs between a project built with std and a lean one (`weft new --lean`).
+    pub struct Mode {
+        /// `{{sdk_dependency}}` in `Cargo.toml`: the SDK's dependency line, with its comment.
+        pub sdk_dependency: &'static str,
+        /// `{{serde_features}}` in `Cargo.toml`: serde's features.
+        pub serde_features: &'static str,
+        /// The line `{{no_std}}` of a step's `src/lib.rs`.
+        pub step_prelude: &'static str,
+        /// The line `{{no_std}}` of a tool's `src/lib.rs`.
+        pub tool_prelude: &'static str,
+    }
+
+    /// A project built with std, the default.
+    pub const STD: Mode = Mode {
+        sdk_dependency: "weft-plugin = { path = \"weft-plugin\" }",
+        serde_features: "features = [\"derive\"]",
+        step_prelude: "",
+        tool_prelude: "",
+    };
+
+    /// A lean project: no std, no WASI (docs/PLUGINS-RUST-SDK.md, "Lean mode").
+    pub const LEAN: Mode = Mode {
+        sdk_dependency: "# Lean mode (`weft new --lean`): no std and no WASI, so the component imports weft's\n\
+                         # interfaces alone and each step starts faster; every dependency must build without\n\
+                         # std (see \"Lean components\" in weft-plugin/src/lib.rs).\n\
+                         weft-plugin = { path = \"weft-plugin\", default-features = false, features = [\"lean\"] }",
+        serde_features: "default-features = false, features = [\"derive\", \"alloc\"]",
+        step_prelude: "#![no_std]\n\nextern crate alloc;\n\nuse alloc::format;\nuse alloc::string::{String, ToString};\n",
+        tool_prelude: "#![no_std]\n\nextern crate alloc;\n\nuse alloc::format;\n",
+    };
+
     /// The Rust SDK (crate `weft-plugin`, `sdk/rust`), vendored into the project as
     /// `weft-plugin/`: each file's path there and its text, copied as they are.
     pub const SDK: &[(&str, &str)] = &[
@@ -132,6 +163,10 @@ mod rust {
         (
             "weft-plugin/src/failure.rs",
             include_str!("../../../sdk/rust/src/failure.rs"),
+        ),
+        (
+            "weft-plugin/src/lean.rs",
+            include_str!("../../../sdk/rust/src/lean.rs"),
         ),
         (
             "weft-plugin/src/outcome.rs",
@@ -331,10 +366,11 @@ pub fn command(
     kind: PluginKind,
     name: &str,
     lang: Lang,
+    lean: bool,
     dir: Option<PathBuf>,
     out: &mut dyn Output,
 ) -> i32 {
-    match create(kind, name, lang, dir) {
+    match create(kind, name, lang, lean, dir) {
         Ok(project) => {
             let shown = project.display();
             out.line(&format!(
@@ -379,8 +415,16 @@ fn create(
     kind: PluginKind,
     name: &str,
     lang: Lang,
+    lean: bool,
     dir: Option<PathBuf>,
 ) -> Result<PathBuf, String> {
+    if lean && lang != Lang::Rust {
+        return Err(format!(
+            "--lean makes a Rust plugin without std; it does not apply to a {} project: leave \
+             it out, or use --lang rust",
+            lang.word()
+        ));
+    }
     // Rust's and cargo's reserved names matter to a Rust project only.
     check_name(name).or_else(|e| {
         if lang != Lang::Rust && RESERVED_NAMES.contains(&name) {
@@ -399,7 +443,7 @@ fn create(
     let files = match lang {
         Lang::Python => python_project_files(kind, name),
         Lang::Js => js_project_files(kind, name),
-        Lang::Rust => project_files(kind, name),
+        Lang::Rust => project_files(kind, name, lean),
     };
     write_project(&parent, &project, name, &files)?;
     Ok(project)
@@ -452,15 +496,26 @@ fn check_free(project: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The files of a Rust project of this kind, filled in for `name`.
-fn project_files(kind: PluginKind, name: &str) -> Vec<ProjectFile> {
+/// The files of a Rust project of this kind, filled in for `name`; `lean`: built without std
+/// (the SDK's lean mode).
+fn project_files(kind: PluginKind, name: &str, lean: bool) -> Vec<ProjectFile> {
     let (lib, workflow, readme) = match kind {
         PluginKind::Step => (rust::STEP_LIB, rust::STEP_WORKFLOW, rust::STEP_README),
         PluginKind::Tool => (rust::TOOL_LIB, rust::TOOL_WORKFLOW, rust::TOOL_README),
     };
+    let mode = if lean { rust::LEAN } else { rust::STD };
     let file = |path, template: &str, executable| ProjectFile {
         path,
-        text: render(template, kind, name),
+        text: render(template, kind, name)
+            .replace("{{sdk_dependency}}", mode.sdk_dependency)
+            .replace("{{serde_features}}", mode.serde_features)
+            .replace(
+                "{{no_std}}\n",
+                match kind {
+                    PluginKind::Step => mode.step_prelude,
+                    PluginKind::Tool => mode.tool_prelude,
+                },
+            ),
         executable,
     };
     let mut files = vec![
@@ -684,8 +739,9 @@ mod tests {
         assert_eq!(placeholder("a {{name}} b"), Some("{{name}}"));
         assert_eq!(placeholder("@param {{name: string}} input"), None);
         for kind in [PluginKind::Step, PluginKind::Tool] {
-            let files = project_files(kind, "my-plugin");
+            let files = project_files(kind, "my-plugin", false);
             let others = [
+                project_files(kind, "my-plugin", true),
                 python_project_files(kind, "my-plugin"),
                 js_project_files(kind, "my-plugin"),
             ];
@@ -693,10 +749,36 @@ mod tests {
                 assert_eq!(placeholder(&file.text), None, "{} of a {kind:?}", file.path);
             }
         }
-        let files = project_files(PluginKind::Tool, "my-plugin");
+        let files = project_files(PluginKind::Tool, "my-plugin", false);
         let workflow = text_of(&files, "workflow.yaml");
         assert!(workflow.contains("target/wasm32-wasip2/release/my_plugin.wasm"));
         assert!(workflow.contains("tool: my-plugin"));
+    }
+
+    /// A lean Rust project builds the SDK without std, and its code says `#![no_std]`; the
+    /// default one does neither.
+    #[test]
+    fn lean_rust_projects_leave_std_out() {
+        for kind in [PluginKind::Step, PluginKind::Tool] {
+            let lean = project_files(kind, "my-plugin", true);
+            let manifest = text_of(&lean, "Cargo.toml");
+            assert!(
+                manifest.contains(
+                    "weft-plugin = { path = \"weft-plugin\", default-features = false, \
+                     features = [\"lean\"] }"
+                ),
+                "{manifest}"
+            );
+            assert!(
+                manifest.contains("default-features = false, features = [\"derive\", \"alloc\"]")
+            );
+            assert!(text_of(&lean, "src/lib.rs").contains("\n#![no_std]\n"));
+            let full = project_files(kind, "my-plugin", false);
+            assert!(!text_of(&full, "src/lib.rs").contains("no_std"));
+            assert!(!text_of(&full, "Cargo.toml").contains("lean"));
+        }
+        let err = create(PluginKind::Step, "x", Lang::Python, true, None).expect_err("python");
+        assert!(err.contains("--lang rust"), "{err}");
     }
 
     /// A JavaScript project pins jco, overrides preview2-shim, builds its kind's world, and
@@ -782,15 +864,20 @@ mod tests {
     #[test]
     fn rust_projects_vendor_the_sdk() {
         for kind in [PluginKind::Step, PluginKind::Tool] {
-            let files = project_files(kind, "my-plugin");
+            let files = project_files(kind, "my-plugin", false);
             let text = |path: &str| text_of(&files, path);
             assert_eq!(text("weft-plugin/wit/plugin.wit"), PLUGIN_WIT);
             assert!(text("weft-plugin/Cargo.toml").contains("name = \"weft-plugin\""));
             assert!(text("weft-plugin/src/lib.rs").contains("macro_rules! export_plugin"));
-            for module in ["bindings", "context", "failure", "outcome", "registry"] {
-                assert!(
-                    text(&format!("weft-plugin/src/{module}.rs")).len() > 100,
-                    "{module}"
+            // Every source file of the crate, so a module added to it cannot be left behind.
+            let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk/rust/src");
+            for entry in std::fs::read_dir(src).expect("sdk/rust/src") {
+                let name = entry.expect("an entry").file_name();
+                let name = name.to_string_lossy();
+                assert_eq!(
+                    text(&format!("weft-plugin/src/{name}")),
+                    std::fs::read_to_string(format!("{src}/{name}")).expect("read"),
+                    "{name}"
                 );
             }
             assert!(

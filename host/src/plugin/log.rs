@@ -1,8 +1,10 @@
-//! The `weft:plugin/log` import: log lines as events, counted against `limits.max-events`.
+//! The `weft:plugin/log` import: log lines as events, counted against `limits.max-events`, and
+//! stderr bytes from guests without WASI, taken as WASI's stderr.
 
 use wasmtime::Result;
 
 use super::bindings::weft::plugin::log;
+use super::events::Stdio;
 use super::io::LogLevel;
 use super::state::StoreState;
 use super::writer::limit_trap;
@@ -17,5 +19,10 @@ impl log::Host for StoreState {
             log::Level::Error => LogLevel::Error,
         };
         self.out.log(level, message).map_err(limit_trap)
+    }
+
+    fn stderr_byte(&mut self, byte: u8) -> Result<()> {
+        self.out.stdio(Stdio::Stderr, &[byte]);
+        Ok(())
     }
 }

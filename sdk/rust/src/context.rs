@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::Failure;
+use crate::prelude::*;
 
 /// The level of a log line ([`Context::log`], [`ToolContext::log`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -363,6 +364,7 @@ mod host {
 
     use super::{Level, lenient};
     use crate::bindings::steps_world::weft::plugin::{abort, log as wit_log, run, writer};
+    use crate::prelude::*;
 
     pub(super) fn write(chunk: &Value) {
         writer::write(&chunk.to_string());
@@ -411,6 +413,7 @@ mod host {
     use serde_json::Value;
 
     use super::Level;
+    use crate::prelude::*;
 
     pub(super) fn write(_chunk: &Value) {}
 

@@ -1,6 +1,8 @@
 //! [`Failure`]: why a step or tool did not succeed, and [`Tripwire`]: a guardrail's refusal.
 
-use std::fmt;
+use core::fmt;
+
+use crate::prelude::*;
 
 use serde_json::Value;
 
@@ -165,7 +167,7 @@ impl fmt::Display for Failure {
     }
 }
 
-impl std::error::Error for Failure {}
+impl core::error::Error for Failure {}
 
 #[cfg(test)]
 mod tests {

@@ -70,6 +70,25 @@
 //! `plugin panicked: <message>`, and the next attempt (if the retry policy allows one) gets a
 //! fresh instance. Return a [`Failure`] for every failure you can foresee.
 //!
+//! # Lean components (no std)
+//!
+//! Built with the standard library (the default feature `std`), a component imports about
+//! twenty WASI functions that std's runtime reaches (stdio, environment, clocks, exit) whether
+//! the plugin calls them or not, and the host pays for each one at every instantiation. With
+//! `default-features = false, features = ["lean"]` in a `#![no_std]` crate (`extern crate
+//! alloc;` for `String`, `Vec`, `format!`), the component imports weft's interfaces only, and
+//! the same step runs about 1.4 times as many times per second. This crate then provides:
+//!
+//! - the global allocator: a bump arena in the component's initial memory (an instance lives
+//!   for one call, so only the last block freed is reused), growing memory past it;
+//! - the panic handler: the panic's message and place go to the host's log as a panic report,
+//!   and the step fails with code `trap` and the message `plugin panicked: <message>`;
+//! - `memcmp` and `bcmp`, which wasi-libc gives a std build.
+//!
+//! Every crate of the plugin must then build without std (serde with `default-features =
+//! false, features = ["derive", "alloc"]`). A plugin that allocates and frees much in one call
+//! (a loop over many large documents) is better served by std's allocator, which reuses memory.
+//!
 //! # Outside wasm32
 //!
 //! The crate builds for any target, so a plugin's logic can be unit tested natively: build a
@@ -77,13 +96,32 @@
 //! [`Step::run`] / [`Tool::call`] (or the handler itself). The helpers that reach the host do
 //! nothing there (see [`Context`]).
 
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
 extern crate self as weft_plugin;
+
+#[cfg(all(feature = "std", feature = "lean"))]
+compile_error!(
+    "weft-plugin: features `std` and `lean` exclude each other; a lean plugin depends on \
+     weft-plugin with `default-features = false, features = [\"lean\"]`"
+);
 
 mod bindings;
 mod context;
 mod failure;
+#[cfg(all(feature = "lean", target_arch = "wasm32"))]
+mod lean;
 mod outcome;
 mod registry;
+
+/// The `alloc` items the std prelude would give, for builds without std.
+mod prelude {
+    pub(crate) use alloc::boxed::Box;
+    pub(crate) use alloc::format;
+    pub(crate) use alloc::string::{String, ToString};
+    pub(crate) use alloc::vec::Vec;
+}
 
 pub use context::{Context, Level, Resume, ToolContext};
 pub use failure::{EXCEPTION, Failure, TRIPWIRE, Tripwire};
@@ -99,6 +137,7 @@ pub use serde_json::json;
 pub mod __private {
     pub use crate::bindings::{steps_world, tools_world};
     pub use crate::registry::{Exporter, Registry};
+    pub use alloc::vec::Vec;
     pub use wit_bindgen;
 }
 
@@ -107,7 +146,7 @@ pub mod __private {
 ///
 /// Takes `steps: [...]`, `tools: [...]` or both (in that order), each a list of [`Step`]s
 /// (made by [`step`]) or [`Tool`]s (made by [`tool`]). Only the interfaces named are exported.
-/// The lists are built once per instance, the first time the host asks for them. Call it once
+/// The lists are built at each call from the host (an instance serves one call). Call it once
 /// per crate, at the top level.
 ///
 /// ```ignore
@@ -149,16 +188,12 @@ macro_rules! export_plugin {
         struct __WeftRegistry;
 
         impl $crate::__private::Registry for __WeftRegistry {
-            fn steps() -> &'static [$crate::Step] {
-                static STEPS: ::std::sync::OnceLock<::std::vec::Vec<$crate::Step>> =
-                    ::std::sync::OnceLock::new();
-                STEPS.get_or_init(|| ::std::vec![$($step),*])
+            fn steps() -> $crate::__private::Vec<$crate::Step> {
+                $crate::__private::Vec::from([$($step),*])
             }
 
-            fn tools() -> &'static [$crate::Tool] {
-                static TOOLS: ::std::sync::OnceLock<::std::vec::Vec<$crate::Tool>> =
-                    ::std::sync::OnceLock::new();
-                TOOLS.get_or_init(|| ::std::vec![$($tool),*])
+            fn tools() -> $crate::__private::Vec<$crate::Tool> {
+                $crate::__private::Vec::from([$($tool),*])
             }
         }
 

@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::Failure;
+use crate::prelude::*;
 
 /// What a step hands back to the host.
 ///

@@ -1,10 +1,9 @@
 //! [`Step`] and [`Tool`]: a handler with its self-description, made by [`step`] and [`tool`];
 //! and the glue between the registered handlers and the generated bindings.
 
-use std::any::Any;
-use std::fmt;
-use std::marker::PhantomData;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use core::any::Any;
+use core::fmt;
+use core::marker::PhantomData;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -12,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::context::{Context, Resume, StepFields, ToolContext, lenient};
 use crate::outcome::{IntoOutcome, Outcome, to_json};
+use crate::prelude::*;
 use crate::{Failure, Tripwire};
 
 /// A step handler, input already JSON.
@@ -247,12 +247,20 @@ fn from_input<I: DeserializeOwned + 'static>(value: Value, misfit: &str) -> Resu
 /// Runs `f`, turning a panic into a failure with code `exception` where panics unwind. (A
 /// wasm32-wasip2 component built with stable Rust aborts on panic, whatever its profile says:
 /// there the panic traps before this sees it.)
+#[cfg(feature = "std")]
 fn guarded<T>(f: impl FnOnce() -> Result<T, Failure>) -> Result<T, Failure> {
-    catch_unwind(AssertUnwindSafe(f))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
         .unwrap_or_else(|payload| Err(Failure::exception(panic_message(payload.as_ref()))))
 }
 
+/// Runs `f`. Without std nothing unwinds: a panic traps (see the crate's lean mode).
+#[cfg(not(feature = "std"))]
+fn guarded<T>(f: impl FnOnce() -> Result<T, Failure>) -> Result<T, Failure> {
+    f()
+}
+
 /// The text a panic carried.
+#[cfg(feature = "std")]
 fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_string()
@@ -267,10 +275,10 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// it for a type of the guest's.
 #[doc(hidden)]
 pub trait Registry: 'static {
-    /// The registered steps.
-    fn steps() -> &'static [Step];
-    /// The registered tools.
-    fn tools() -> &'static [Tool];
+    /// The registered steps, built anew (an instance serves one call from the host).
+    fn steps() -> Vec<Step>;
+    /// The registered tools, built anew.
+    fn tools() -> Vec<Tool>;
 }
 
 /// What the generated bindings call: the `Guest` of both interfaces, over the steps and tools
@@ -306,7 +314,7 @@ mod steps_glue {
         }
 
         fn execute(name: String, ctx: raw::StepContext) -> Result<raw::Outcome, raw::Failure> {
-            execute(R::steps(), name, ctx)
+            execute(&R::steps(), name, ctx)
                 .map(|outcome| match outcome {
                     Outcome::Done(v) => raw::Outcome::Done(v.to_string()),
                     Outcome::Bail(v) => raw::Outcome::Bail(v.to_string()),
@@ -392,7 +400,8 @@ mod tools_glue {
 
         fn call(name: String, call: raw::ToolCall) -> Result<String, raw::Failure> {
             let result = (|| {
-                let Some(tool) = R::tools().iter().find(|t| t.name == name) else {
+                let tools = R::tools();
+                let Some(tool) = tools.iter().find(|t| t.name == name) else {
                     return Err(Failure::new(
                         "unknown-tool",
                         format!("this plugin has no tool named {name:?}"),
@@ -413,7 +422,7 @@ mod tools_glue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
+    use alloc::collections::BTreeMap;
 
     /// A typed input (the tests do without serde's derive: see `context.rs`).
     type Text = BTreeMap<String, String>;
