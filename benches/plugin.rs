@@ -3,7 +3,7 @@
 //! Prints one line per figure — name, median, iterations — for:
 //! compiling the testkit plugin into a fresh cache, loading it from the disk cache in a fresh
 //! host, instantiating and invoking the trivial step `inc` with the pooling allocator and with
-//! on-demand allocation, one `Plugin::execute` end to end as the engine makes it (event log,
+//! on-demand allocation (and in the lean component `leankit`, pooled), one `Plugin::execute` end to end as the engine makes it (event log,
 //! abort handle, deadline, step context with state and config), and a ten-step sequential
 //! workflow run end to end through [`Runtime`] on the sled store (per run and per step).
 //!
@@ -100,6 +100,20 @@ async fn bench() {
         })
         .await;
         report(name, &times);
+    }
+
+    // The same `inc` in a lean component (the Rust SDK without std or WASI: leankit, the
+    // workflow bench's plugin), pooled.
+    {
+        let lean = std::fs::read(weft_guests::LEANKIT).expect("read the leankit plugin");
+        let host = host_with(Some(&cache), true);
+        let plugin = host.load(&lean, None).await.expect("load leankit");
+        let times = measure(WARMUP, INVOCATIONS, || {
+            let io = Invocation::new(Arc::new(DiscardEvents), Arc::new(NoRun));
+            invoke_inc(&plugin, &call, &sandbox, io)
+        })
+        .await;
+        report("execute inc, lean component (leankit), pooling", &times);
     }
 
     // One `Plugin::execute` end to end as the engine makes it: an event log, an abort handle,

@@ -1,9 +1,10 @@
 //! Workflow throughput and latency: `cargo bench --bench workflows -- [SCENARIO...]`.
 //!
-//! Every scenario runs plugin steps (testkit, a fresh sandboxed instance per invocation) on the
+//! Every scenario runs plugin steps (leankit, a plugin written with the Rust SDK's lean mode; a
+//! fresh sandboxed instance per invocation) on the
 //! durable sled store with fsynced transitions, many runs in flight at once (as a server holds
 //! them; concurrent runs share fsyncs), after a warm-up, for at least two seconds, and prints
-//! one JSON line: `{"scenario", "in_flight", "sync", "runs", "steps", "seconds", "runs_per_s",
+//! one JSON line: `{"scenario", "in_flight", "sync", "plugin", "runs", "steps", "seconds", "runs_per_s",
 //! "steps_per_s", "p50_ms", "p99_ms", "rss_mb"}`, the percentiles being those of one run's
 //! time from `start` to its end (a `suspend_resume` cycle's: start, suspend, resume, end).
 //! `floor` is the bare cost of one fresh pooled instance and one trivial `execute`, with no
@@ -14,6 +15,9 @@
 //!   peer's default does); unset, each scenario keeps its own number.
 //! - `WEFT_BENCH_SYNC=0`: transitions are not fsynced (`RuntimeConfig::sync_writes`), to show
 //!   what the fsync costs; the default `1` is the durable mode every figure is quoted in.
+//! - `WEFT_BENCH_PLUGIN=testkit`: the steps of the testkit plugin instead, the same steps built
+//!   with std (its WASI imports cost every instance; see `docs/PLUGINS-RUST-SDK.md`); the
+//!   default is `leankit`.
 //! - `WEFT_BENCH_REPEAT=N`: N rounds of every scenario, then a line per scenario with the
 //!   median of each figure (`"round": "median"`).
 //! - `WEFT_BENCH_MIN_S`: the timed window in seconds (default 2).
@@ -39,6 +43,8 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Settings {
     in_flight: Option<usize>,
     sync: bool,
+    /// The plugin of every step: its name and the path of its component.
+    plugin: (&'static str, &'static str),
     repeat: usize,
     min_time: Duration,
     /// A fixed number of runs instead of a timed window.
@@ -57,6 +63,11 @@ impl Settings {
         Settings {
             in_flight: number("WEFT_BENCH_INFLIGHT").map(|n| (n as usize).max(1)),
             sync: var("WEFT_BENCH_SYNC").is_none_or(|v| v != "0"),
+            plugin: match var("WEFT_BENCH_PLUGIN").as_deref() {
+                None | Some("leankit") => ("leankit", weft_guests::LEANKIT),
+                Some("testkit") => ("testkit", weft_guests::TESTKIT),
+                Some(other) => panic!("WEFT_BENCH_PLUGIN={other}: give leankit or testkit"),
+            },
             repeat: number("WEFT_BENCH_REPEAT").map_or(1, |n| (n as usize).max(1)),
             min_time: Duration::from_secs_f64(number("WEFT_BENCH_MIN_S").unwrap_or(2.0)),
             runs: number("WEFT_BENCH_RUNS").map(|n| (n as usize).max(1)),
@@ -86,11 +97,8 @@ struct Scenario {
     resume: bool,
 }
 
-fn scenarios() -> Vec<Scenario> {
-    let plugin = format!(
-        "plugins:\n  kit: {{ wasm: \"{}\" }}\n",
-        weft_guests::TESTKIT
-    );
+fn scenarios(settings: &Settings) -> Vec<Scenario> {
+    let plugin = format!("plugins:\n  kit: {{ wasm: \"{}\" }}\n", settings.plugin.1);
     let seq10: String = (0..10)
         .map(|i| format!("  - {{ id: s{i}, plugin: kit, step: inc }}\n"))
         .collect();
@@ -183,6 +191,7 @@ fn print(name: &str, in_flight: usize, settings: &Settings, round: Value, f: &Fi
         "round": round,
         "in_flight": in_flight,
         "sync": settings.sync,
+        "plugin": settings.plugin.0,
         "runs": f.runs,
         "steps": f.steps,
         "seconds": (f.seconds * 1000.0).round() / 1000.0,
@@ -320,7 +329,7 @@ async fn run_scenario(
 async fn floor(dir: &std::path::Path, settings: &Settings) -> Figures {
     let host = PluginHost::new(HostConfig::default().with_cache_dir(Some(dir.join("floor-cache"))))
         .expect("host");
-    let bytes = std::fs::read(weft_guests::TESTKIT).expect("testkit");
+    let bytes = std::fs::read(settings.plugin.1).expect("the bench's plugin");
     let plugin = host.load(&bytes, None).await.expect("load");
     let sandbox = Arc::new(Sandbox::default());
     let call = StepCall {
@@ -409,7 +418,7 @@ fn main() {
             if picked("floor") {
                 add("floor", 64, floor(dir.path(), &settings).await);
             }
-            for s in scenarios() {
+            for s in scenarios(&settings) {
                 if picked(s.name) {
                     let (in_flight, f) = run_scenario(&runtime, dir.path(), &s, &settings).await;
                     add(s.name, in_flight, f);
