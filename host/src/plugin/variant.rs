@@ -1,6 +1,6 @@
 //! A component pre-instantiated on one engine, with the indices of the exports weft calls.
 
-use wasmtime::component::{Component, InstancePre};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 
 use super::bindings::exports::weft::plugin::{steps, tools};
 use super::engine::{EngineKind, LinkedEngine};
@@ -17,6 +17,11 @@ pub(crate) struct Variant {
     pub(crate) pre: InstancePre<StoreState>,
     pub(crate) steps: Option<steps::GuestIndices>,
     pub(crate) tools: Option<tools::GuestIndices>,
+    /// `steps.execute` alone: a call of it type-checks that one export, where the bindings'
+    /// `GuestIndices::load` checks `describe` too on every call.
+    pub(crate) execute: Option<ComponentExportIndex>,
+    /// `tools.call` alone, likewise.
+    pub(crate) call: Option<ComponentExportIndex>,
 }
 
 impl Variant {
@@ -65,8 +70,14 @@ impl Variant {
         } else {
             None
         };
+        let func = |interface: &str, name: &str| {
+            let interface = component.get_export_index(None, interface)?;
+            component.get_export_index(Some(&interface), name)
+        };
         Ok(Self {
             kind: rt.kind,
+            execute: steps.as_ref().and_then(|_| func(STEPS_EXPORT, "execute")),
+            call: tools.as_ref().and_then(|_| func(TOOLS_EXPORT, "call")),
             pre,
             steps,
             tools,

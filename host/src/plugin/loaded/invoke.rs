@@ -266,21 +266,26 @@ async fn call_guest(
         }
         Call::Execute { name, ctx } => {
             let idx = variant
-                .steps
-                .as_ref()
+                .execute
                 .ok_or_else(|| wasmtime::format_err!("the plugin exports no steps"))?;
-            let guest = idx.load(&mut *store, instance)?;
-            Ok(Ret::Execute(
-                guest.call_execute(&mut *store, &name, &ctx).await?,
-            ))
+            let execute = instance.get_typed_func::<
+                (&str, &types::StepContext),
+                (Result<types::Outcome, types::Failure>,),
+            >(&mut *store, idx)?;
+            let (ret,) = execute.call_async(&mut *store, (&name, &ctx)).await?;
+            Ok(Ret::Execute(ret))
         }
         Call::Tool { name, call } => {
             let idx = variant
-                .tools
-                .as_ref()
+                .call
                 .ok_or_else(|| wasmtime::format_err!("the plugin exports no tools"))?;
-            let guest = idx.load(&mut *store, instance)?;
-            Ok(Ret::Tool(guest.call_call(&mut *store, &name, &call).await?))
+            let call_fn = instance
+                .get_typed_func::<(&str, &types::ToolCall), (Result<String, types::Failure>,)>(
+                    &mut *store,
+                    idx,
+                )?;
+            let (ret,) = call_fn.call_async(&mut *store, (&name, &call)).await?;
+            Ok(Ret::Tool(ret))
         }
     }
 }
