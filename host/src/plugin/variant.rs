@@ -32,9 +32,9 @@ impl Variant {
         component: &Component,
         origin: &str,
     ) -> Result<Self, PluginError> {
-        let has_steps = component.get_export_index(None, STEPS_EXPORT).is_some();
-        let has_tools = component.get_export_index(None, TOOLS_EXPORT).is_some();
-        if !has_steps && !has_tools {
+        let steps_export = component.get_export_index(None, STEPS_EXPORT);
+        let tools_export = component.get_export_index(None, TOOLS_EXPORT);
+        if steps_export.is_none() && tools_export.is_none() {
             let names: Vec<String> = component
                 .component_type()
                 .exports(&rt.engine)
@@ -60,24 +60,24 @@ impl Variant {
             origin: origin.to_string(),
             message: one_line(&e),
         };
-        let steps = if has_steps {
+        let steps = if steps_export.is_some() {
             Some(steps::GuestIndices::new(&pre).map_err(link)?)
         } else {
             None
         };
-        let tools = if has_tools {
+        let tools = if tools_export.is_some() {
             Some(tools::GuestIndices::new(&pre).map_err(link)?)
         } else {
             None
         };
-        let func = |interface: &str, name: &str| {
-            let interface = component.get_export_index(None, interface)?;
-            component.get_export_index(Some(&interface), name)
-        };
         Ok(Self {
             kind: rt.kind,
-            execute: steps.as_ref().and_then(|_| func(STEPS_EXPORT, "execute")),
-            call: tools.as_ref().and_then(|_| func(TOOLS_EXPORT, "call")),
+            execute: steps_export
+                .as_ref()
+                .and_then(|i| component.get_export_index(Some(i), "execute")),
+            call: tools_export
+                .as_ref()
+                .and_then(|i| component.get_export_index(Some(i), "call")),
             pre,
             steps,
             tools,
