@@ -521,7 +521,7 @@ fn plant_copy(
     store
         .create_run(NewRun {
             summary: &summary,
-            definition: &definition,
+            definition: &weft::store::Definition::new(definition),
             plugins: &[],
             base: &base,
             fresh_id: false,

@@ -7,7 +7,9 @@
 //! database.
 
 use weft::engine::RunStatus;
-use weft::store::{NewRun, PgStore, RecordKey, RunSummary, SledStore, Store, StoreError};
+use weft::store::{
+    Definition, NewRun, PgStore, RecordKey, RunSummary, SledStore, Store, StoreError,
+};
 
 use crate::backend;
 
@@ -86,7 +88,7 @@ fn create(store: &dyn Store, run_id: &str, created_at: i64) -> RunSummary {
     store
         .create_run(NewRun {
             summary: &s,
-            definition: format!("definition of {run_id}").as_bytes(),
+            definition: &Definition::new(format!("definition of {run_id}").into_bytes()),
             plugins: &[(DIGEST_A, b"component a")],
             base: format!("base of {run_id}").as_bytes(),
             fresh_id: false,
@@ -117,7 +119,7 @@ fn a_created_run_reads_back_its_summary_definition_base_and_components(store: &d
     store
         .create_run(NewRun {
             summary: &s,
-            definition: b"{\"id\":\"w\"}",
+            definition: &Definition::new(b"{\"id\":\"w\"}".to_vec()),
             plugins: &[(DIGEST_A, b"component a"), (DIGEST_B, b"component b")],
             base: b"first state",
             fresh_id: false,
@@ -153,7 +155,7 @@ fn a_second_run_with_an_existing_id_is_refused_with_run_exists(store: &dyn Store
     second.workflow_id = "another workflow".into();
     let refused = store.create_run(NewRun {
         summary: &second,
-        definition: b"another definition",
+        definition: &Definition::new(b"another definition".to_vec()),
         plugins: &[(DIGEST_B, b"component b")],
         base: b"another base",
         fresh_id: false,
@@ -325,7 +327,7 @@ fn runs_sharing_a_component_and_a_definition_each_read_them_back(store: &dyn Sto
         store
             .create_run(NewRun {
                 summary: &summary(id, at),
-                definition: b"the same definition",
+                definition: &Definition::new(b"the same definition".to_vec()),
                 plugins: &[(DIGEST_A, b"component a")],
                 base: id.as_bytes(),
                 fresh_id: false,
@@ -492,7 +494,7 @@ mod shared_postgres {
         let same = summary("r1", 1_000);
         let refused = b.create_run(weft::store::NewRun {
             summary: &same,
-            definition: b"definition of r1",
+            definition: &weft::store::Definition::new(b"definition of r1".to_vec()),
             plugins: &[(super::DIGEST_A, b"component a")],
             base: b"base of r1",
             fresh_id: false,

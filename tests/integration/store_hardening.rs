@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use weft::driver::{Runtime, RuntimeError};
 use weft::engine::ResumeRequest;
-use weft::store::{NewRun, RunSummary, SledStore, Store};
+use weft::store::{Definition, NewRun, RunSummary, SledStore, Store};
 
 use crate::cli::{INC, Out};
 use crate::common::{Env, config, plugin_paths, sled_config};
@@ -221,7 +221,7 @@ fn no_run_id_aliases_another_in_the_store_even_unchecked() {
         store
             .create_run(NewRun {
                 summary: &summary(id),
-                definition: b"{}",
+                definition: &Definition::new(b"{}".to_vec()),
                 plugins: &[],
                 base: id.as_bytes(),
                 fresh_id: false,

@@ -422,7 +422,7 @@ fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64)
                 created_at: at,
                 updated_at: at,
             },
-            definition,
+            definition: &weft::store::Definition::new(definition.to_vec()),
             plugins: &[],
             base,
             fresh_id: false,

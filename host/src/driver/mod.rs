@@ -32,7 +32,9 @@ use crate::limits::LimitError;
 use crate::native::{NativeStep, NativeSteps};
 use crate::plugin::{PluginHost, StepInfo};
 use crate::run_id::{InvalidRunId, check_run_id};
-use crate::store::{Claim, NewRun, Notice, RecordKey, RunSummary, SledStore, Store, StoreError};
+use crate::store::{
+    Claim, Definition, NewRun, Notice, RecordKey, RunSummary, SledStore, Store, StoreError,
+};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
 
 pub use clock::{Clock, ManualClock, SystemClock, Wait};
@@ -495,7 +497,7 @@ impl Runtime {
     async fn start_graph(
         &self,
         graph: Arc<Graph>,
-        definition: &[u8],
+        definition: &Definition,
         workflow: Option<&LoadedWorkflow>,
         mut input: Value,
         new: NewId,
@@ -560,7 +562,8 @@ impl Runtime {
                 at: now,
             },
         )?;
-        let definition = serde_json::to_vec(&*graph).map_err(|e| encode_failed(&run_id, e))?;
+        let definition =
+            Definition::new(serde_json::to_vec(&*graph).map_err(|e| encode_failed(&run_id, e))?);
         self.launch(state, graph, &definition, workflow, now, true, fresh)
             .await
     }
@@ -576,7 +579,7 @@ impl Runtime {
         &self,
         state: RunState,
         graph: Arc<Graph>,
-        definition: &[u8],
+        definition: &Definition,
         workflow: Option<&LoadedWorkflow>,
         now: engine::Millis,
         drive: bool,

@@ -17,7 +17,7 @@ use crate::engine::invocation::{InvocationResult, StepCall, StepFailure, StepOut
 use crate::engine::{EventKind, Graph};
 use crate::executor::{StepExecutor, StepRequest, until_aborted};
 use crate::run_id::MAX_RUN_ID_LEN;
-use crate::store::StoreError;
+use crate::store::{Definition, StoreError};
 
 use super::{Inner, Runtime, RuntimeError};
 
@@ -25,14 +25,16 @@ use super::{Inner, Runtime, RuntimeError};
 pub(super) struct WorkflowTool {
     runtime: Weak<Inner>,
     graph: Arc<Graph>,
-    /// The graph as each child run stores it, encoded once for every call.
-    definition: Result<Vec<u8>, String>,
+    /// The graph as each child run stores it, encoded and hashed once for every call.
+    definition: Result<Definition, String>,
 }
 
 impl WorkflowTool {
     /// Child runs of `graph` on `runtime`.
     pub(super) fn new(runtime: Weak<Inner>, graph: Arc<Graph>) -> Self {
-        let definition = serde_json::to_vec(&*graph).map_err(|e| e.to_string());
+        let definition = serde_json::to_vec(&*graph)
+            .map(Definition::new)
+            .map_err(|e| e.to_string());
         WorkflowTool {
             runtime,
             graph,
@@ -50,7 +52,7 @@ impl WorkflowTool {
         };
         let runtime = Runtime { inner };
         let child = child_run_id(&request.call);
-        let definition = self.definition.as_deref().map_err(|e| {
+        let definition = self.definition.as_ref().map_err(|e| {
             StepFailure::new("internal", format!("the workflow does not encode: {e}"))
         })?;
         match runtime

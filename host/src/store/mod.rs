@@ -101,12 +101,39 @@ pub struct RunSummary {
 /// before it, when it holds none), then a counter that grows with every record of the run.
 pub type RecordKey = (u64, u32);
 
+/// A run's definition as it is stored: the serialized graph and its sha256, the name of the
+/// blob that holds it. Made once per workflow ([`crate::workflow::LoadedWorkflow::shared`]),
+/// not hashed again for each run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Definition {
+    bytes: Vec<u8>,
+    digest: String,
+}
+
+impl Definition {
+    /// The definition of serialized graph `bytes`.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        let digest = blobs::sha256_hex(&bytes);
+        Definition { bytes, digest }
+    }
+
+    /// The serialized graph.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Its sha256, hex.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+}
+
 /// A new run and everything stored with it (S10).
 pub struct NewRun<'a> {
     /// Its summary; written last, so a run exists only once all of it is stored.
     pub summary: &'a RunSummary,
     /// The serialized graph.
-    pub definition: &'a [u8],
+    pub definition: &'a Definition,
     /// The components it uses, by digest (their sha256, hex).
     pub plugins: &'a [(&'a str, &'a [u8])],
     /// The run's first state, from which its records fold.

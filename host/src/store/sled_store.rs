@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use sled::{Db, Tree};
 
-use super::blobs::{Blobs, sha256_hex};
+use super::blobs::Blobs;
 use super::json::from_stored;
 use super::keys::{
     BASE, DEFINITION, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key, record_key,
@@ -746,13 +746,13 @@ impl Store for SledStore {
             return Err(StoreError::RunExists(id.clone()));
         }
         let plugins: usize = run.plugins.iter().map(|(_, bytes)| bytes.len()).sum();
-        s.room(plugins + run.definition.len())?;
+        s.room(plugins + run.definition.bytes().len())?;
         // Blobs first: they are synced before anything names them.
         for (digest, bytes) in run.plugins {
             s.blobs.put(digest, bytes)?;
         }
-        let definition = sha256_hex(run.definition);
-        s.blobs.put(&definition, run.definition)?;
+        let definition = run.definition.digest();
+        s.blobs.put(definition, run.definition.bytes())?;
         let summary = Shared::summary_bytes(run.summary)?;
         // The summary is what makes the run exist: logged with the rest, after it.
         s.put(vec![

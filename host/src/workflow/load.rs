@@ -16,6 +16,7 @@ use crate::engine::schema::{self, Schema};
 use crate::limits::files::{MAX_WORKFLOW_FILE_BYTES, read_at_most};
 use crate::native::{NATIVE_PLUGIN, NativeSteps};
 use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox, StepInfo, ToolInfo};
+use crate::store::Definition;
 
 mod agent;
 
@@ -25,20 +26,20 @@ pub struct LoadedWorkflow {
     pub graph: Graph,
     /// Each plugin by digest: its component bytes (stored with runs, S10) and the loaded plugin.
     pub plugins: BTreeMap<String, LoadedPlugin>,
-    shared: OnceLock<(Arc<Graph>, Arc<Vec<u8>>)>,
+    shared: OnceLock<(Arc<Graph>, Arc<Definition>)>,
 }
 
 impl LoadedWorkflow {
-    /// The graph as runs share it, and its serialized form as each run stores it (S10); made
-    /// once, however many runs start.
-    pub fn shared(&self) -> Result<(Arc<Graph>, Arc<Vec<u8>>), serde_json::Error> {
+    /// The graph as runs share it, and its definition as each run stores it (S10), digest
+    /// included; made once, however many runs start.
+    pub fn shared(&self) -> Result<(Arc<Graph>, Arc<Definition>), serde_json::Error> {
         if let Some(s) = self.shared.get() {
             return Ok(s.clone());
         }
-        let bytes = serde_json::to_vec(&self.graph)?;
+        let definition = Definition::new(serde_json::to_vec(&self.graph)?);
         Ok(self
             .shared
-            .get_or_init(|| (Arc::new(self.graph.clone()), Arc::new(bytes)))
+            .get_or_init(|| (Arc::new(self.graph.clone()), Arc::new(definition)))
             .clone())
     }
 }

@@ -563,13 +563,13 @@ fn check_loaded(
     match loaded {
         Ok(w) => {
             prop_assert!(w.graph.entries.len() <= MAX_ENTRIES);
-            let (_, bytes) = w
+            let (_, definition) = w
                 .shared()
                 .map_err(|e| TestCaseError::fail(format!("the graph serializes: {e}")))?;
             prop_assert!(
-                bytes.len() <= limit,
+                definition.bytes().len() <= limit,
                 "the graph is {} bytes for a file of {text_len} (at most {limit})",
-                bytes.len()
+                definition.bytes().len()
             );
         }
         Err(e) => check_refusal(&e)?,
@@ -606,7 +606,7 @@ fn mutated_workflow_files_never_panic_hang_or_grow_the_loader() {
     for (path, text) in &seeds {
         let loaded = tokio.block_on(rt.load_workflow_text(&path.display().to_string(), text));
         let graph = match loaded.map(|w| w.shared()) {
-            Ok(Ok((_, bytes))) => bytes.len(),
+            Ok(Ok((_, definition))) => definition.bytes().len(),
             other => panic!("the seed {} loads: {:?}", path.display(), other.err()),
         };
         seed_graphs.push(graph);
@@ -1167,7 +1167,7 @@ fn generated_workflow_files_never_panic_hang_or_grow_the_loader() {
         .block_on(rt.load_workflow_text(&path.display().to_string(), &seeds[3].1))
         .ok()
         .and_then(|w| w.shared().ok())
-        .map(|(_, bytes)| bytes.len())
+        .map(|(_, definition)| definition.bytes().len())
         .expect("the seed with every kind of entry loads");
     let (mut runner, seed) = runner(GEN_CASES);
     let watchdog = Watchdog::start("generated workflow files", seed);

@@ -35,7 +35,6 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 
-use super::blobs::sha256_hex;
 use super::{
     Claim, NewRun, Notice, RecordKey, Request, RunSummary, SharedStore, Store, StoreError,
 };
@@ -559,10 +558,10 @@ impl Store for PgStore {
     fn create_run(&self, run: NewRun<'_>) -> Result<(), StoreError> {
         let s = run.summary;
         let id = &s.run_id;
-        let definition = sha256_hex(run.definition);
+        let definition = run.definition.digest();
         let status = status_text(s.status);
         let mut blobs: Vec<(&str, &[u8])> = run.plugins.to_vec();
-        blobs.push((&definition, run.definition));
+        blobs.push((definition, run.definition.bytes()));
         let created = self.call("create a run", |mut c| {
             let sql = &self.sql;
             let (blobs, definition, status) = (&blobs, &definition, &status);
