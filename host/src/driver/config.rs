@@ -86,6 +86,11 @@ pub struct RuntimeConfig {
     /// invocation would only add hand-offs; below it a run's invocations spread over the
     /// threads. A run's only invocation runs on its own task whatever this says.
     pub own_task_above: Option<usize>,
+    /// How many graphs of runs loaded from the store (a `wait` or `show` after a run's end, a
+    /// resume or recovery after a restart) are kept parsed, one per definition (default 64;
+    /// 0 keeps none). Every run of a workflow loaded here then shares one graph, whose schemas
+    /// compile once, instead of parsing its definition and compiling them again at each load.
+    pub graph_cache: usize,
     /// Where runs are stored: `None` (the default) for the embedded store in the home
     /// directory, which one process holds at a time; a PostgreSQL URL
     /// (`postgres://USER@HOST/DB`, or `host=/run/postgresql dbname=DB`, with weft's own
@@ -163,6 +168,7 @@ impl Default for RuntimeConfig {
             expr_steps: DEFAULT_STEP_BUDGET,
             crash_after_commits: None,
             own_task_above: None,
+            graph_cache: 64,
             store: None,
         }
     }

@@ -10,6 +10,7 @@ mod checked;
 mod clock;
 mod config;
 mod executors;
+mod graphs;
 mod limits;
 mod live_events;
 pub mod metrics;
@@ -239,6 +240,8 @@ struct Inner {
     freed: tokio::sync::Notify,
     /// Runs driven here with an invocation in flight (see [`Runtime::busy`]).
     working: Arc<std::sync::atomic::AtomicUsize>,
+    /// The graphs of runs loaded from the store.
+    graphs: graphs::Graphs,
 }
 
 /// Where a watch ends.
@@ -318,6 +321,7 @@ impl Runtime {
         crate::engine::expr::set_step_budget(config.expr_steps);
         let notices = store.shared().map(|s| s.notices());
         let metrics = metrics::Metrics::new();
+        let graph_cache = config.graph_cache;
         let rt = Runtime {
             // The executors start child runs of workflow tools on this runtime (S125).
             inner: Arc::new_cyclic(|me| Inner {
@@ -338,6 +342,7 @@ impl Runtime {
                 answering: Arc::new(tokio::sync::RwLock::new(())),
                 freed: tokio::sync::Notify::new(),
                 working: Default::default(),
+                graphs: graphs::Graphs::new(graph_cache),
             }),
         };
         if let Some(notices) = notices {
@@ -544,10 +549,10 @@ impl Runtime {
             .base(source)?
             .ok_or_else(|| RuntimeError::UnknownRun(source.into()))?;
         let base = checked::base(source, &base, &src_graph)?;
-        let graph = Arc::new(match workflow {
-            Some(w) => w.graph.clone(),
+        let graph = match workflow {
+            Some(w) => Arc::new(w.graph.clone()),
             None => src_graph.clone(),
-        });
+        };
         let now = self.now();
         let state = engine::rerun::rerun(
             &graph,
@@ -1117,18 +1122,18 @@ impl Runtime {
     }
 
     /// The run's latest state: its snapshot, with the log events after it folded in again.
-    fn load(&self, run_id: &str) -> Result<(RunState, Graph), RuntimeError> {
+    fn load(&self, run_id: &str) -> Result<(RunState, Arc<Graph>), RuntimeError> {
         self.load_counted(run_id)
             .map(|(state, graph, _)| (state, graph))
     }
 
     /// [`Runtime::load`], with where its stored records stand for an actor taking it up.
-    fn load_counted(&self, run_id: &str) -> Result<(RunState, Graph, Position), RuntimeError> {
+    fn load_counted(&self, run_id: &str) -> Result<(RunState, Arc<Graph>, Position), RuntimeError> {
         let store = &self.inner.store;
         let definition = store
             .definition(run_id)?
             .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
-        let graph = checked::graph(run_id, &definition)?;
+        let graph = self.inner.graphs.of(run_id, definition)?;
         let (mut state, mut last, from, snapshot_len) = match store.snapshot(run_id)? {
             Some(bytes) => {
                 let snap = checked::snapshot(run_id, &bytes, &graph)?;
@@ -1179,7 +1184,7 @@ impl Runtime {
         let (state, graph, at) = self.load_counted(run_id)?;
         let recover = matches!(state.status, RunStatus::Running | RunStatus::Pending);
         let recover = recover.then(|| Msg::Event(Event::Recover { at: self.now() }));
-        Ok(self.spawn_with(state, Arc::new(graph), at, recover))
+        Ok(self.spawn_with(state, graph, at, recover))
     }
 
     fn spawn(

@@ -41,7 +41,7 @@ mod proptests;
 #[cfg(test)]
 mod recovery_tests;
 #[cfg(test)]
-mod sim;
+pub(crate) mod sim;
 
 pub use advance::advance;
 pub use commands::{Command, EventKind, Invoke, StepsView, Tracking};
