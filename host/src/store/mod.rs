@@ -132,7 +132,7 @@ impl Definition {
 pub struct NewRun<'a> {
     /// Its summary; written last, so a run exists only once all of it is stored.
     pub summary: &'a RunSummary,
-    /// The serialized graph.
+    /// The serialized graph, with its digest.
     pub definition: &'a Definition,
     /// The components it uses, by digest (their sha256, hex).
     pub plugins: &'a [(&'a str, &'a [u8])],
