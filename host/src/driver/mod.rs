@@ -549,9 +549,15 @@ impl Runtime {
             .base(source)?
             .ok_or_else(|| RuntimeError::UnknownRun(source.into()))?;
         let base = checked::base(source, &base, &src_graph)?;
-        let graph = match workflow {
-            Some(w) => Arc::new(w.graph.clone()),
-            None => src_graph.clone(),
+        // The workflow's graph and definition as its runs share them; else the source's graph,
+        // encoded again for the new run.
+        let (graph, definition) = match workflow {
+            Some(w) => w.shared().map_err(|e| encode_failed(&run_id, e))?,
+            None => {
+                let bytes =
+                    serde_json::to_vec(&*src_graph).map_err(|e| encode_failed(&run_id, e))?;
+                (src_graph.clone(), Arc::new(Definition::new(bytes)))
+            }
         };
         let now = self.now();
         let state = engine::rerun::rerun(
@@ -567,8 +573,6 @@ impl Runtime {
                 at: now,
             },
         )?;
-        let definition =
-            Definition::new(serde_json::to_vec(&*graph).map_err(|e| encode_failed(&run_id, e))?);
         self.launch(state, graph, &definition, workflow, now, true, fresh)
             .await
     }

@@ -60,16 +60,12 @@ impl Variant {
             origin: origin.to_string(),
             message: one_line(&e),
         };
-        let steps = if steps_export.is_some() {
-            Some(steps::GuestIndices::new(&pre).map_err(link)?)
-        } else {
-            None
-        };
-        let tools = if tools_export.is_some() {
-            Some(tools::GuestIndices::new(&pre).map_err(link)?)
-        } else {
-            None
-        };
+        let steps = steps_export
+            .map(|_| steps::GuestIndices::new(&pre).map_err(link))
+            .transpose()?;
+        let tools = tools_export
+            .map(|_| tools::GuestIndices::new(&pre).map_err(link))
+            .transpose()?;
         Ok(Self {
             kind: rt.kind,
             execute: steps_export
