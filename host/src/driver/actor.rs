@@ -803,7 +803,7 @@ impl Actor {
         };
         Ok(Some(Event::StepEnded {
             token: *token,
-            result: limits::over_limit(path, &e),
+            result: Box::new(limits::over_limit(path, &e)),
             at: *at,
         }))
     }
@@ -896,7 +896,7 @@ impl Actor {
             }
             Event::StepEnded {
                 token,
-                result,
+                result: Box::new(result),
                 at: clock.now_ms(),
             }
         };

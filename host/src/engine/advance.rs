@@ -41,7 +41,7 @@ pub fn advance(run: &mut RunState, graph: &Graph, event: Event) -> Result<Vec<Co
             if run.status.is_ended() {
                 return Ok(Vec::new());
             }
-            inbox.insert(token, result);
+            inbox.insert(token, *result);
         }
         Event::TimerFired { token, .. } => {
             if run.status.is_ended() {

@@ -21,8 +21,8 @@ pub enum Event {
     StepEnded {
         /// The invocation.
         token: u64,
-        /// What it produced.
-        result: InvocationResult,
+        /// What it produced (boxed: inline, it would make every event as large as itself).
+        result: Box<InvocationResult>,
         /// Now.
         at: Millis,
     },

@@ -259,7 +259,7 @@ proptest! {
                     if matches!(r.outcome, Ok(StepOutcome::Done(_) | StepOutcome::Bail(_))) {
                         succeeded.insert(key);
                     }
-                    feed(&mut run, Event::StepEnded { token: inv.token, result: r, at }, &mut log, &mut pending, &mut emitted);
+                    feed(&mut run, Event::StepEnded { token: inv.token, result: Box::new(r), at }, &mut log, &mut pending, &mut emitted);
                 }
                 Command::Timer { token, .. } => {
                     feed(&mut run, Event::TimerFired { token, at }, &mut log, &mut pending, &mut emitted);

@@ -48,7 +48,7 @@ fn s56_s102_s103_recovery_issues_the_in_flight_invocation_again_with_its_attempt
         &g,
         Event::StepEnded {
             token,
-            result: failed,
+            result: Box::new(failed),
             at: 2,
         },
     )
@@ -121,7 +121,7 @@ fn s103_a_suspended_run_stays_suspended_through_recovery() {
         &g,
         Event::StepEnded {
             token,
-            result: suspend,
+            result: Box::new(suspend),
             at: 2,
         },
     )

@@ -594,7 +594,7 @@ impl Sim {
         };
         self.feed(Event::StepEnded {
             token: f.invoke.token,
-            result,
+            result: Box::new(result),
             at: self.now,
         })
         .expect("an invocation's end is never refused");
