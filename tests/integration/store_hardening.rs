@@ -292,6 +292,59 @@ fn a_home_of_another_store_format_is_refused_with_what_to_do() {
     assert_eq!(out.stdout.lines().count(), 1, "{out:?}");
 }
 
+/// A run's key of `kind` in the record tree, as `store::keys` lays it out.
+fn run_key(kind: u8, id: &str) -> Vec<u8> {
+    let mut k = vec![kind];
+    k.extend_from_slice(&u32::try_from(id.len()).expect("short id").to_be_bytes());
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+#[test]
+fn a_run_suspended_in_format_3_resumes_once_its_home_is_marked_4() {
+    // Format 3 kept a run's definition digest (`d`) and first state (`b`) apart; format 4 puts
+    // them in one value (`f`). Sled only: the layout is sled's.
+    let dir = Dir::sled();
+    std::fs::copy(weft_guests::TESTKIT, dir.dir.path().join("kit.wasm")).expect("copy");
+    let wf = dir.file("ask.yaml", ASK);
+    let out = dir.weft(&["run", wf.to_str().expect("utf-8"), "--run-id", "r1"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    {
+        // Rewrite the run as format 3 wrote it.
+        let db = sled::open(dir.home().join("db")).expect("open the database directly");
+        let tree = db.open_tree("weft").expect("tree");
+        let first = tree
+            .remove(run_key(b'f', "r1"))
+            .expect("read")
+            .expect("a format 4 run has its first value");
+        let len = u32::from_be_bytes(first[..4].try_into().expect("4 bytes")) as usize;
+        assert_eq!(len, 64, "a sha256 in hex");
+        tree.insert(run_key(b'd', "r1"), &first[4..4 + len])
+            .expect("digest");
+        tree.insert(run_key(b'b', "r1"), &first[4 + len..])
+            .expect("base");
+        db.insert("weft-store-format", &b"3"[..]).expect("marker");
+        db.flush().expect("flush");
+    }
+    let out = dir.weft(&["resume", "r1", "--data", r#"{"ok":true}"#, "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json()["status"], "success", "{out:?}");
+    assert_eq!(
+        out.json()["steps"]["after"]["output"]["resumed"]["ok"],
+        true
+    );
+    // A re-run reads the definition through the format 3 key too.
+    let out = dir.weft(&["run", "--from-step", "after", "--of", "r1", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let db = sled::open(dir.home().join("db")).expect("open the database directly");
+    let marker = db.get("weft-store-format").expect("read").expect("marked");
+    assert_eq!(
+        &marker[..],
+        weft::store::STORE_FORMAT.to_string().as_bytes()
+    );
+    assert_eq!(&marker[..], b"4");
+}
+
 #[tokio::test]
 async fn a_fresh_home_is_marked_with_the_current_format() {
     let dir = tempfile::tempdir().expect("temp dir");

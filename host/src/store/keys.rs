@@ -8,9 +8,12 @@ use super::RecordKey;
 
 /// The latest snapshot of a run.
 pub const SNAPSHOT: u8 = b's';
-/// The first state of a run.
+/// The digest of a run's definition (the definition itself is a blob) and its first state, in
+/// one value: `len(digest) as u32 BE | digest | first state` (format 4, [`first`]).
+pub const FIRST: u8 = b'f';
+/// The first state of a run written before format 4.
 pub const BASE: u8 = b'b';
-/// The digest of a run's definition (the definition itself is a blob).
+/// The digest of a run's definition written before format 4.
 pub const DEFINITION: u8 = b'd';
 /// A run's summary.
 pub const SUMMARY: u8 = b'r';
@@ -26,6 +29,25 @@ pub fn key(kind: u8, id: &str) -> Vec<u8> {
     k.extend_from_slice(&len.to_be_bytes());
     k.extend_from_slice(id.as_bytes());
     k
+}
+
+/// The value of a run's [`FIRST`] entry.
+pub fn first(digest: &str, base: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + digest.len() + base.len());
+    // A digest is 64 hex digits; saturate anyway, and the value reads back as damaged.
+    let len = u32::try_from(digest.len()).unwrap_or(u32::MAX);
+    v.extend_from_slice(&len.to_be_bytes());
+    v.extend_from_slice(digest.as_bytes());
+    v.extend_from_slice(base);
+    v
+}
+
+/// The definition digest and the first state of a [`FIRST`] value; `None` when it is damaged.
+pub fn split_first(v: &[u8]) -> Option<(&str, &[u8])> {
+    let len = u32::from_be_bytes(v.get(..4)?.try_into().ok()?) as usize;
+    let digest = v.get(4..4usize.checked_add(len)?)?;
+    let base = v.get(4 + len..)?;
+    Some((std::str::from_utf8(digest).ok()?, base))
 }
 
 /// The key of one record of a run.
@@ -86,6 +108,19 @@ mod tests {
         assert_eq!(split_record_key(&key(SUMMARY, "run-1")), None);
         assert_eq!(split_record_key(&key(RECORD, "run-1")), None);
         assert_eq!(split_record_key(&k[..k.len() - 1]), None);
+    }
+
+    #[test]
+    fn a_first_value_splits_into_its_digest_and_state() {
+        let v = first("ab12", b"{\"x\":1}");
+        assert_eq!(split_first(&v), Some(("ab12", &b"{\"x\":1}"[..])));
+        assert_eq!(split_first(&first("", b"")), Some(("", &b""[..])));
+        // Cut short, or a length past the end: damaged, not a shorter state.
+        assert_eq!(split_first(&v[..6]), None);
+        assert_eq!(split_first(&v[..3]), None);
+        let mut long = v.clone();
+        long[3] = 200;
+        assert_eq!(split_first(&long), None);
     }
 
     #[test]

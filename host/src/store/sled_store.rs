@@ -20,7 +20,7 @@ use sled::{Db, Tree};
 use super::blobs::Blobs;
 use super::json::from_stored;
 use super::keys::{
-    BASE, DEFINITION, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key, record_key,
+    self, BASE, DEFINITION, FIRST, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key, record_key,
     split_record_key,
 };
 use super::pending::{Pending, Table};
@@ -222,12 +222,14 @@ const FORMAT_KEY: &[u8] = b"weft-store-format";
 
 /// The format of the record tree this build writes. Format 1 (no marker) put the id
 /// unprefixed in keys; format 2 length-prefixes it (`store::keys`); format 3 may store several
-/// records of a run as one chunk (`store::chunk`). A format 2 database reads as format 3 and is
-/// marked 3 when opened, so a weft that reads only format 2 refuses it from then on.
-pub const STORE_FORMAT: u32 = 3;
+/// records of a run as one chunk (`store::chunk`); format 4 puts a new run's definition digest
+/// and first state in one value (`keys::FIRST`), one write fewer per run, and reads the two
+/// entries of the runs written before. A format 2 or 3 database reads as format 4 and is marked
+/// 4 when opened, so a weft that reads only an older format refuses it from then on.
+pub const STORE_FORMAT: u32 = 4;
 
-/// The format this build reads and upgrades to [`STORE_FORMAT`] when it opens a database.
-const UPGRADED_FORMAT: u32 = 2;
+/// The formats this build reads and upgrades to [`STORE_FORMAT`] when it opens a database.
+const UPGRADED_FORMATS: [u32; 2] = [2, 3];
 
 /// The name of the tree that holds runs.
 const TREE: &str = "weft";
@@ -267,7 +269,7 @@ fn open_db(dir: &Path, cache_mib: u64, had_runs: bool) -> Result<(Db, Tree), Sto
         .map_err(failed)?;
     match format_of(&db, dir)? {
         Some(STORE_FORMAT) => {}
-        Some(UPGRADED_FORMAT) => {
+        Some(older) if UPGRADED_FORMATS.contains(&older) => {
             db.insert(FORMAT_KEY, STORE_FORMAT.to_string().as_bytes())
                 .map_err(failed)?;
             db.flush().map_err(failed)?;
@@ -642,6 +644,24 @@ impl Shared {
             .map(|v| v.to_vec()))
     }
 
+    /// The definition digest and first state of a run written in format 4; `None` for a run
+    /// written before (or none).
+    fn first(&self, id: &str) -> Result<Option<(String, Vec<u8>)>, StoreError> {
+        let Some(mut v) = self.get(FIRST, id)? else {
+            return Ok(None);
+        };
+        let Some((digest, base)) = keys::split_first(&v) else {
+            return Err(StoreError::Corrupt {
+                key: format!("first state of {id}"),
+                message: "its value does not start with a definition digest".into(),
+            });
+        };
+        let digest = digest.to_owned();
+        let start = v.len() - base.len();
+        v.drain(..start);
+        Ok(Some((digest, v)))
+    }
+
     /// A run's records from `from` on: those in sled (a chunk that starts before `from` may
     /// hold some) and the pending ones.
     fn records(
@@ -756,8 +776,7 @@ impl Store for SledStore {
         let summary = Shared::summary_bytes(run.summary)?;
         // The summary is what makes the run exist: logged with the rest, after it.
         s.put(vec![
-            (key(DEFINITION, id), definition.as_bytes()),
-            (key(BASE, id), run.base),
+            (key(FIRST, id), &keys::first(definition, run.base)),
             (key(SUMMARY, id), &summary),
         ])
     }
@@ -826,14 +845,20 @@ impl Store for SledStore {
     }
 
     fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.shared.get(BASE, run_id)
+        match self.shared.first(run_id)? {
+            Some(first) => Ok(Some(first.1)),
+            None => self.shared.get(BASE, run_id),
+        }
     }
 
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let Some(digest) = self.shared.get(DEFINITION, run_id)? else {
-            return Ok(None);
+        let digest = match self.shared.first(run_id)? {
+            Some(first) => first.0,
+            None => match self.shared.get(DEFINITION, run_id)? {
+                Some(digest) => String::from_utf8_lossy(&digest).into_owned(),
+                None => return Ok(None),
+            },
         };
-        let digest = String::from_utf8_lossy(&digest);
         match self.shared.blobs.get(&digest)? {
             Some(bytes) => Ok(Some(bytes)),
             None => Err(StoreError::Corrupt {
