@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
@@ -534,7 +535,7 @@ impl Actor {
     /// snapshot written for every run.
     fn persist(
         &mut self,
-        event: Option<&Event>,
+        event: Option<&RawValue>,
         stored: &[StoredEvent],
         status_changed: bool,
     ) -> Result<(), RuntimeError> {
@@ -645,17 +646,25 @@ impl Actor {
             ended = Some(f.path.clone());
         }
         let before = self.state.status;
-        let mut cmds = engine::advance(&mut self.state, &self.graph, event.clone())?;
+        let at = event.at();
+        // The step that ended, and whether it succeeded.
+        let step_end = match &event {
+            Event::StepEnded { token, result, .. } => Some((*token, result.outcome.is_ok())),
+            _ => None,
+        };
+        let mut log = self.encode(&event)?;
+        let mut cmds = engine::advance(&mut self.state, &self.graph, event)?;
         if let Some(path) = ended
-            && let Some(failed) = self.over_state_limit(&path, &event)?
+            && let Some((token, true)) = step_end
+            && let Some(failed) = self.over_state_limit(&path, token, at)?
         {
-            event = failed;
-            cmds = engine::advance(&mut self.state, &self.graph, event.clone())?;
+            log = self.encode(&failed)?;
+            cmds = engine::advance(&mut self.state, &self.graph, failed)?;
         }
-        if let Event::StepEnded { token, .. } = &event {
-            self.in_flight.remove(token);
+        if let Some((token, _)) = step_end {
+            self.in_flight.remove(&token);
         }
-        let at = engine::rfc3339(event.at());
+        let at = engine::rfc3339(at);
         let mut stored = Vec::new();
         let mut effects = Vec::new();
         for cmd in cmds {
@@ -668,7 +677,7 @@ impl Actor {
             }
         }
         let status_changed = self.state.status != before;
-        if let Err(e) = self.persist(Some(&event), &stored, status_changed) {
+        if let Err(e) = self.persist(Some(&log), &stored, status_changed) {
             self.halt(&e);
             return Err(e);
         }
@@ -770,20 +779,23 @@ impl Actor {
         Ok(())
     }
 
-    /// After a step ended: when it grew a workflow file's state over the limit, puts back the
-    /// state before it (the stored one) and returns the step's end as an `output-limit` failure
-    /// to apply instead.
+    /// `event` as its record holds it.
+    fn encode(&self, event: &Event) -> Result<Box<RawValue>, RuntimeError> {
+        serde_json::value::to_raw_value(event).map_err(|e| RuntimeError::Encode {
+            run: self.state.run_id.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    /// After step invocation `token` succeeded at `at`: when it grew a workflow file's state
+    /// over the limit, puts back the state before it (the stored one) and returns the step's
+    /// end as an `output-limit` failure to apply instead.
     fn over_state_limit(
         &mut self,
         path: &str,
-        event: &Event,
+        token: u64,
+        at: engine::Millis,
     ) -> Result<Option<Event>, RuntimeError> {
-        let Event::StepEnded { token, result, at } = event else {
-            return Ok(None);
-        };
-        if result.outcome.is_err() {
-            return Ok(None);
-        }
         let limit = self.rt.inner.config.state_limit();
         let size = limits::largest_state(&self.state);
         if size <= limit.bytes {
@@ -802,9 +814,9 @@ impl Actor {
             setting: limit.setting,
         };
         Ok(Some(Event::StepEnded {
-            token: *token,
+            token,
             result: Box::new(limits::over_limit(path, &e)),
-            at: *at,
+            at,
         }))
     }
 

@@ -3,6 +3,7 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::engine::{
     self, ErrorInfo, Event, EventKind, Graph, RestartedFrom, RunState, RunStatus, StepRecord,
@@ -155,11 +156,12 @@ pub struct StoredEvent {
 }
 
 /// One stored record as written: a transition's event and the tracking events it emitted, or a
-/// batch of events a step wrote.
+/// batch of events a step wrote. The event comes encoded already: it is encoded before the core
+/// takes it, so that a step's output is not copied to be kept for the record.
 #[derive(Serialize)]
 pub(crate) struct RecordOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub log: Option<&'a Event>,
+    pub log: Option<&'a RawValue>,
     pub events: &'a [StoredEvent],
 }
 
