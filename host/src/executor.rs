@@ -23,7 +23,7 @@ use crate::plugin::{AbortHandle, Invocation, Plugin, Sandbox, ToolCall};
 /// Runs invocations of steps: one attempt per call.
 ///
 /// An executor must end every invocation with a result: every way the step can fail is a
-/// [`StepFailure`](crate::engine::invocation::StepFailure) in it, with the codes of S14 and S83.
+/// [`StepFailure`] in it, with the codes of S14 and S83.
 /// It watches `request.io.abort` (a cancel, S77) and stops at `request.io.deadline` when it can
 /// (S15). Patches (S16) go in the result, with its outcome.
 pub trait StepExecutor: Send + Sync {

@@ -449,7 +449,9 @@ fn create(
     Ok(project)
 }
 
-/// Checks a plugin name against [`NAME_RULE`] and [`RESERVED_NAMES`].
+/// Checks a plugin name: 1 to 64 characters of lowercase letters a-z, digits 0-9 and `-`,
+/// starting with a letter and not ending with `-`, and not a name cargo or the project's own
+/// dependencies reserve.
 pub fn check_name(name: &str) -> Result<(), String> {
     let shown: String = name.chars().take(MAX_NAME_LEN + 8).collect();
     let fits = !name.is_empty()

@@ -16,7 +16,7 @@ use prometheus_client::registry::Registry;
 use crate::engine::RunStatus;
 use crate::engine::invocation::{InvocationResult, StepOutcome};
 
-/// The content type of [`Metrics::render`]'s text.
+/// The content type of the metrics' text (`GET /metrics`): Prometheus' text format.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// The label of a step invocation's latency.
