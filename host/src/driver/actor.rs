@@ -637,31 +637,28 @@ impl Actor {
     /// Advances the state by `event` and appends its record; what it emitted and the commands
     /// to carry out once it is durable.
     fn stage(&mut self, mut event: Event) -> Result<Staged, RuntimeError> {
-        // An invocation's result is checked against the value limits as it arrives.
+        // The invocation that ended, with its step's path when it succeeded (its state patches
+        // may have grown the state over the limit); its result is checked against the value
+        // limits as it arrives.
         let mut ended = None;
-        if let Event::StepEnded { token, result, .. } = &mut event
-            && let Some(f) = self.in_flight.get(token)
-        {
-            limits::enforce(result, &f.path, &self.rt.inner.config);
-            ended = Some(f.path.clone());
+        if let Event::StepEnded { token, result, .. } = &mut event {
+            let path = self.in_flight.get(token).map(|f| {
+                limits::enforce(result, &f.path, &self.rt.inner.config);
+                f.path.clone()
+            });
+            ended = Some((*token, path.filter(|_| result.outcome.is_ok())));
         }
         let before = self.state.status;
         let at = event.at();
-        // The step that ended, and whether it succeeded.
-        let step_end = match &event {
-            Event::StepEnded { token, result, .. } => Some((*token, result.outcome.is_ok())),
-            _ => None,
-        };
         let mut log = self.encode(&event)?;
         let mut cmds = engine::advance(&mut self.state, &self.graph, event)?;
-        if let Some(path) = ended
-            && let Some((token, true)) = step_end
-            && let Some(failed) = self.over_state_limit(&path, token, at)?
+        if let Some((token, Some(path))) = &ended
+            && let Some(failed) = self.over_state_limit(path, *token, at)?
         {
             log = self.encode(&failed)?;
             cmds = engine::advance(&mut self.state, &self.graph, failed)?;
         }
-        if let Some((token, _)) = step_end {
+        if let Some((token, _)) = ended {
             self.in_flight.remove(&token);
         }
         let at = engine::rfc3339(at);

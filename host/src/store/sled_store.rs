@@ -257,6 +257,14 @@ fn format_of(db: &Db, dir: &Path) -> Result<Option<u32>, StoreError> {
     Ok(has_runs.then_some(1))
 }
 
+/// The definition digest and first state in run `id`'s [`FIRST`] value `v` (format 4).
+fn split_first<'v>(id: &str, v: &'v [u8]) -> Result<(&'v str, &'v [u8]), StoreError> {
+    keys::split_first(v).ok_or_else(|| StoreError::Corrupt {
+        key: format!("first state of {id}"),
+        message: "its value does not start with a definition digest".into(),
+    })
+}
+
 /// Opens the database in `dir`, checks its format (marking a new one) and opens its tree.
 /// `had_runs` says the home holds blobs, so it held runs: its database cannot be new.
 fn open_db(dir: &Path, cache_mib: u64, had_runs: bool) -> Result<(Db, Tree), StoreError> {
@@ -644,24 +652,6 @@ impl Shared {
             .map(|v| v.to_vec()))
     }
 
-    /// The definition digest and first state of a run written in format 4; `None` for a run
-    /// written before (or none).
-    fn first(&self, id: &str) -> Result<Option<(String, Vec<u8>)>, StoreError> {
-        let Some(mut v) = self.get(FIRST, id)? else {
-            return Ok(None);
-        };
-        let Some((digest, base)) = keys::split_first(&v) else {
-            return Err(StoreError::Corrupt {
-                key: format!("first state of {id}"),
-                message: "its value does not start with a definition digest".into(),
-            });
-        };
-        let digest = digest.to_owned();
-        let start = v.len() - base.len();
-        v.drain(..start);
-        Ok(Some((digest, v)))
-    }
-
     /// A run's records from `from` on: those in sled (a chunk that starts before `from` may
     /// hold some) and the pending ones.
     fn records(
@@ -845,15 +835,19 @@ impl Store for SledStore {
     }
 
     fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.shared.first(run_id)? {
-            Some(first) => Ok(Some(first.1)),
-            None => self.shared.get(BASE, run_id),
-        }
+        // A run written before format 4 has its first state alone.
+        let Some(mut v) = self.shared.get(FIRST, run_id)? else {
+            return self.shared.get(BASE, run_id);
+        };
+        let start = v.len() - split_first(run_id, &v)?.1.len();
+        v.drain(..start);
+        Ok(Some(v))
     }
 
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let digest = match self.shared.first(run_id)? {
-            Some(first) => first.0,
+        let digest = match self.shared.get(FIRST, run_id)? {
+            Some(v) => split_first(run_id, &v)?.0.to_owned(),
+            // A run written before format 4 has its digest alone.
             None => match self.shared.get(DEFINITION, run_id)? {
                 Some(digest) => String::from_utf8_lossy(&digest).into_owned(),
                 None => return Ok(None),
