@@ -221,11 +221,14 @@ fn report(name: &str, in_flight: usize, settings: &Settings, rounds: &[Figures])
     print(name, in_flight, settings, json!("median"), &medians);
 }
 
-/// One run (or suspend-resume cycle), to its end; how long it took.
+/// One run (or suspend-resume cycle), to its end; how long it took. As the peer's bench
+/// does (`run.start()`, `run.resume()`), each call returns once the run has settled.
 async fn one(rt: &Runtime, w: &LoadedWorkflow, input: &Value, resume: bool) -> Duration {
     let started = Instant::now();
-    let id = rt.start(w, input.clone(), None).await.expect("start");
-    let mut rec = rt.wait(&id).await.expect("wait");
+    let mut rec = rt
+        .start_and_wait(w, input.clone(), None)
+        .await
+        .expect("start");
     if resume {
         assert_eq!(rec.status, RunStatus::Suspended);
         let req = ResumeRequest {
@@ -234,8 +237,7 @@ async fn one(rt: &Runtime, w: &LoadedWorkflow, input: &Value, resume: bool) -> D
             foreach_index: None,
             data: json!({"add": 7}),
         };
-        rt.resume(&id, req).await.expect("resume");
-        rec = rt.wait(&id).await.expect("wait");
+        rec = rt.resume_and_wait(&rec.run_id, req).await.expect("resume");
     }
     assert_eq!(rec.status, RunStatus::Success, "{:?}", rec.error);
     started.elapsed()

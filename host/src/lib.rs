@@ -47,7 +47,8 @@
 //!
 //! - [`Runtime::start`] stores a new run and drives it in the background; [`Runtime::wait`]
 //!   waits until it ends or suspends and returns its [`RunRecord`]; [`Runtime::show`] reads
-//!   the record at any time, [`Runtime::runs`] lists runs.
+//!   the record at any time, [`Runtime::runs`] lists runs. [`Runtime::start_and_wait`] and
+//!   [`Runtime::resume_and_wait`] do a start or a resume and that wait in one call.
 //! - [`Runtime::watch`] streams a run's [`StoredEvent`]s, stored then live, until its closing
 //!   event; [`Runtime::watch_settled`] also ends at the suspension the run stands at.
 //! - [`Runtime::resume`] answers suspended steps with a [`ResumeRequest`];

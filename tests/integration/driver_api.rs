@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 use weft::driver::{ManualClock, StoredEvent};
-use weft::engine::{RunStatus, rfc3339};
+use weft::engine::{RunStatus, StepStatus, rfc3339};
 
 use crate::cli::{Home, path_str};
 use crate::common::{Env, kinds};
@@ -597,6 +597,98 @@ async fn stored_entries_of_a_newer_format_or_corrupt_are_refused_naming_the_run(
 }
 
 // ---------------------------------------------------------------------------------------------
+// One call that answers once the run settles
+
+/// The paths a record stands suspended at.
+fn suspended_at(rec: &weft::driver::RunRecord) -> Vec<String> {
+    rec.suspended
+        .iter()
+        .flatten()
+        .map(|s| s.path.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn start_and_wait_and_resume_and_wait_answer_once_the_run_settles_again() {
+    let env = Env::new();
+    let w = env.load(&env.file("twice.yaml", TWICE)).await;
+    let first = env
+        .rt
+        .start_and_wait(&w, json!({"n": 1}), None)
+        .await
+        .expect("start");
+    assert_eq!(first.status, RunStatus::Suspended);
+    assert_eq!(suspended_at(&first), ["first"]);
+    let id = first.run_id.clone();
+
+    let refused = env
+        .rt
+        .resume_and_wait(&id, req(Some("nowhere"), None, None, json!({})))
+        .await;
+    assert!(
+        refused.is_err(),
+        "a resume of no suspended step: {refused:?}"
+    );
+    assert_eq!(
+        env.rt.show(&id).await.expect("show"),
+        first,
+        "left as it was"
+    );
+
+    let second = env
+        .rt
+        .resume_and_wait(&id, req(None, None, None, json!({"add": 1})))
+        .await
+        .expect("resume");
+    assert_eq!(second.status, RunStatus::Suspended);
+    assert_eq!(suspended_at(&second), ["second"]);
+    assert_eq!(second.steps["first"].status, StepStatus::Success);
+
+    let end = env
+        .rt
+        .resume_and_wait(&id, req(None, None, None, json!({"add": 2})))
+        .await
+        .expect("resume");
+    assert_eq!(end.status, RunStatus::Success, "{end:?}");
+    assert_eq!(end, env.rt.show(&id).await.expect("show"));
+    assert_eq!(end, env.rt.wait(&id).await.expect("wait"));
+}
+
+#[tokio::test]
+async fn every_waiter_of_a_running_run_gets_its_record_when_it_ends() {
+    let (env, clock) = manual_env();
+    let yaml = r#"
+id: nap
+steps:
+  - sleep: { id: nap, ms: 60000 }
+  - map: { id: after, expr: '"woke"' }
+"#;
+    let w = env.load(&env.file("nap.yaml", yaml)).await;
+    let id = env.rt.start(&w, json!({}), None).await.expect("start");
+    let mut rx = env.rt.watch(&id, 1).expect("watch");
+    until_event(&mut rx, "step-waiting", Some("nap")).await;
+    // Each asks the run's actor on its first poll; one gives up at once.
+    let mut waiters: Vec<_> = (0..3).map(|_| Box::pin(env.rt.wait(&id))).collect();
+    for waiter in &mut waiters {
+        assert!(futures::poll!(waiter).is_pending(), "the run is asleep");
+    }
+    let gave_up = Box::pin(env.rt.wait(&id));
+    drop(futures::FutureExt::now_or_never(gave_up));
+
+    clock.advance(60_000);
+    let records: Vec<_> = tokio::time::timeout(HANG_GUARD, futures::future::join_all(waiters))
+        .await
+        .expect("every waiter is answered")
+        .into_iter()
+        .map(|r| r.expect("wait"))
+        .collect();
+    for rec in &records {
+        assert_eq!(rec.status, RunStatus::Success);
+        assert_eq!(rec.result, Some(json!("woke")));
+    }
+    assert!(records.windows(2).all(|p| p[0] == p[1]), "{records:?}");
+}
+
 // The injectable clock
 
 /// 2030-01-01T00:00:00Z: where the manual clocks of these tests start.

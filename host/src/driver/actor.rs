@@ -49,11 +49,19 @@ pub enum Msg {
     },
     /// Read the record.
     Show(oneshot::Sender<RunRecord>),
+    /// Answer with the record once the run is settled (suspended or ended) and that is
+    /// durable: at once when it is, else at its next suspension or end.
+    Wait(Waiter),
     /// Resume.
     Resume(ResumeRequest, oneshot::Sender<Result<(), RuntimeError>>),
+    /// Resume, then answer as [`Msg::Wait`] does; a refused resume is answered at once.
+    ResumeWait(ResumeRequest, Waiter),
     /// Cancel.
     Cancel(oneshot::Sender<Result<(), RuntimeError>>),
 }
+
+/// Where the record of a settled run goes ([`Msg::Wait`]).
+pub type Waiter = oneshot::Sender<Result<RunRecord, RuntimeError>>;
 
 /// The most transitions one fsync covers for a run: events queued beyond it wait for the next.
 const MAX_BATCH: usize = 256;
@@ -111,6 +119,9 @@ pub struct Actor {
     executors: Arc<RunExecutors>,
     /// Storing failed: the actor stops (see [`Actor::halt`]).
     halted: bool,
+    /// Callers waiting for the run to settle ([`Msg::Wait`]), answered once it has and that
+    /// is durable. Dropped unanswered when the actor halts: they read the store.
+    waiters: Vec<Waiter>,
     /// The span of this drive of the run: open while the run runs here, closed (and exported)
     /// once it ends or suspends; a resume opens the next.
     span: tracing::Span,
@@ -178,6 +189,7 @@ impl Actor {
             durable_sub: at.next_sub,
             executors,
             halted: false,
+            waiters: Vec::new(),
             span,
             _driven,
         }
@@ -385,6 +397,7 @@ impl Actor {
                 }
                 let _ = reply.send(RunRecord::new(&self.state, &self.graph));
             }
+            Msg::Wait(waiter) => self.wait(waiter).await,
             Msg::Resume(request, reply) => {
                 let r = self
                     .apply(Event::Resume {
@@ -394,11 +407,36 @@ impl Actor {
                     .await;
                 let _ = reply.send(r);
             }
+            Msg::ResumeWait(request, waiter) => {
+                let at = self.rt.now();
+                match self.apply(Event::Resume { request, at }).await {
+                    Ok(()) => self.wait(waiter).await,
+                    Err(e) => {
+                        let _ = waiter.send(Err(e));
+                    }
+                }
+            }
             Msg::Cancel(reply) => {
                 let r = self.apply(Event::Cancel { at: self.rt.now() }).await;
                 let _ = reply.send(r);
             }
         }
+    }
+
+    /// Answers `waiter` with the record once the run is settled: now, when it is (after the
+    /// transitions still syncing, S100), else when [`Actor::publish_status`] or
+    /// [`Actor::let_go`] tells the waiters.
+    async fn wait(&mut self, waiter: Waiter) {
+        if !settled(self.state.status) {
+            // Callers that gave up waiting leave their channel closed: not kept for nothing.
+            self.waiters.retain(|w| !w.is_closed());
+            self.waiters.push(waiter);
+            return;
+        }
+        if self.durable_sub < self.at.next_sub && self.flush().await.is_err() {
+            return;
+        }
+        let _ = waiter.send(Ok(RunRecord::new(&self.state, &self.graph)));
     }
 
     /// Ends the run `failed` because driving it failed with `cause` (S101: the others go on).
@@ -425,46 +463,41 @@ impl Actor {
         self.publish_status();
     }
 
-    /// Tells waiters the run's status when it changed; once the run is settled (suspended or
-    /// ended), with its record, so that a waiter need not ask the actor or read the store. The
-    /// record of a run that ended with nothing in flight comes when the actor retires, a moment
-    /// later, made of the state it lets go of rather than copied ([`Actor::let_go`]).
-    fn publish_status(&self) {
+    /// Publishes the run's status when it changed, and answers the waiters once it is settled
+    /// (suspended or ended). A run that ended with nothing in flight answers them when the
+    /// actor retires, a moment later, with a record made of the state it lets go of rather
+    /// than copied ([`Actor::let_go`]).
+    fn publish_status(&mut self) {
+        let status = self.state.status;
         self.status.send_if_modified(|s| {
-            if s.status == self.state.status {
+            if s.status == status {
                 return false;
             }
-            *s = if self.state.status.is_ended() && self.in_flight.is_empty() {
-                Progress {
-                    status: self.state.status,
-                    updated_at: self.state.updated_at,
-                    settled: None,
-                }
-            } else {
-                Progress::of(&self.state, &self.graph)
+            *s = Progress {
+                status,
+                updated_at: self.state.updated_at,
             };
             true
         });
+        let retiring = status.is_ended() && self.in_flight.is_empty();
+        if settled(status) && !retiring && !self.waiters.is_empty() {
+            let record = RunRecord::new(&self.state, &self.graph);
+            answer(std::mem::take(&mut self.waiters), record);
+        }
     }
 
-    /// The actor of an ended run has retired and answered what was queued: a waiter that has
-    /// no record yet gets one made of the run's state.
+    /// The actor of an ended run has retired and answered what was queued: the waiters get a
+    /// record made of the run's state.
     fn let_go(self) {
         let Actor {
             state,
             graph,
-            status,
+            waiters,
             ..
         } = self;
-        status.send_if_modified(|p| {
-            if p.settled.is_some() || !state.status.is_ended() {
-                return false;
-            }
-            p.status = state.status;
-            p.updated_at = state.updated_at;
-            p.settled = Some(Arc::new(RunRecord::from_state(state, &graph)));
-            true
-        });
+        if state.status.is_ended() && !waiters.is_empty() {
+            answer(waiters, RunRecord::from_state(state, &graph));
+        }
     }
 
     fn stamp(&mut self, t: Tracking, at: &str) -> StoredEvent {
@@ -958,6 +991,17 @@ impl Working {
 impl Drop for Working {
     fn drop(&mut self) {
         self.set(false);
+    }
+}
+
+/// Gives `record` to `waiters`: a copy to each but the last, which gets it.
+fn answer(mut waiters: Vec<Waiter>, record: RunRecord) {
+    let last = waiters.pop();
+    for w in waiters {
+        let _ = w.send(Ok(record.clone()));
+    }
+    if let Some(w) = last {
+        let _ = w.send(Ok(record));
     }
 }
 

@@ -267,25 +267,21 @@ struct LiveRun {
     status: watch::Receiver<Progress>,
 }
 
-/// Where a live run stands, as its actor publishes it to waiters.
+/// Where a live run stands, as its actor publishes it once durable (S100): what listings
+/// show of it.
 #[derive(Clone)]
 struct Progress {
     status: RunStatus,
     /// When the run last changed, as of `status`.
     updated_at: i64,
-    /// The record, once the run is settled (suspended or ended): what [`Runtime::wait`]
-    /// returns, without asking the actor or reading the store.
-    settled: Option<Arc<RunRecord>>,
 }
 
 impl Progress {
     /// The progress of a run in `state`.
-    fn of(state: &RunState, graph: &Graph) -> Self {
-        let settled = !matches!(state.status, RunStatus::Running | RunStatus::Pending);
+    fn of(state: &RunState) -> Self {
         Progress {
             status: state.status,
             updated_at: state.updated_at,
-            settled: settled.then(|| Arc::new(RunRecord::new(state, graph))),
         }
     }
 }
@@ -504,19 +500,66 @@ impl Runtime {
         graph: Arc<Graph>,
         definition: &Definition,
         workflow: Option<&LoadedWorkflow>,
-        mut input: Value,
+        input: Value,
         new: NewId,
         drive: bool,
     ) -> Result<String, RuntimeError> {
+        let fresh = new.fresh;
+        let (state, now) = self.new_state(&graph, input, new.run_id)?;
+        self.launch(state, graph, definition, workflow, now, drive, fresh)
+            .await
+    }
+
+    /// The first state of run `run_id` of `graph` with `input`, once the input passed its
+    /// limit and the workflow's schema; and the instant it starts.
+    fn new_state(
+        &self,
+        graph: &Graph,
+        mut input: Value,
+        run_id: String,
+    ) -> Result<(RunState, engine::Millis), RuntimeError> {
         self.inner
             .config
             .input_limit()
             .check_value("run input", &input)?;
-        engine::check_run_input(&graph, &mut input).map_err(RuntimeError::InvalidInput)?;
+        engine::check_run_input(graph, &mut input).map_err(RuntimeError::InvalidInput)?;
         let now = self.now();
-        let state = engine::new_run(&graph, new.run_id, input, now);
-        self.launch(state, graph, definition, workflow, now, drive, new.fresh)
-            .await
+        Ok((engine::new_run(graph, run_id, input, now), now))
+    }
+
+    /// Starts a run of `workflow` with `input` and waits until it ends or suspends: what
+    /// [`Runtime::start`] then [`Runtime::wait`] do, in one call, answered once, by the run's
+    /// record, durable (S100). The run is driven in the background as with `start`: should the
+    /// caller stop waiting, it goes on.
+    pub async fn start_and_wait(
+        &self,
+        workflow: &LoadedWorkflow,
+        input: Value,
+        run_id: Option<String>,
+    ) -> Result<RunRecord, RuntimeError> {
+        let new = new_run_id(run_id)?;
+        let (graph, definition) = workflow
+            .shared()
+            .map_err(|e| encode_failed(&new.run_id, e))?;
+        let fresh = new.fresh;
+        let (state, now) = self.new_state(&graph, input, new.run_id)?;
+        let run_id = state.run_id.clone();
+        let creating = self.create(&state, &definition, Some(workflow), fresh)?;
+        let (live, mut started) = self.drive_new(state, graph, now, creating)?;
+        // Queued behind the start: the actor answers once the run has settled.
+        let (tx, rx) = oneshot::channel();
+        let _ = live.tx.send(Msg::Wait(tx));
+        let answer = rx.await;
+        match started.try_recv() {
+            Ok(Err(e)) => return Err(e),
+            // The actor went away without answering the start: as in `launch`.
+            Err(oneshot::error::TryRecvError::Closed) => self.durable().await?,
+            Ok(Ok(())) | Err(oneshot::error::TryRecvError::Empty) => {}
+        }
+        match answer {
+            Ok(answer) => answer,
+            Err(_) => self.wait_stored(&run_id).await,
+        }
     }
 
     /// Starts a new run from step `path` of the ended run `source` (S94–S99), with the source's
@@ -595,23 +638,7 @@ impl Runtime {
         fresh: bool,
     ) -> Result<String, RuntimeError> {
         let run_id = state.run_id.clone();
-        let snapshot = serde_json::to_vec(&state).map_err(|e| encode_failed(&run_id, e))?;
-        let creating = Creating::new(self, &run_id);
-        let plugin_bytes: Vec<(&str, &[u8])> = workflow
-            .into_iter()
-            .flat_map(|w| &w.plugins)
-            .map(|(d, p)| (d.as_str(), &p.bytes[..]))
-            .collect();
-        self.inner
-            .store
-            .create_run(NewRun {
-                summary: &summary(&state),
-                definition,
-                plugins: &plugin_bytes,
-                base: &snapshot,
-                fresh_id: fresh,
-            })
-            .map_err(|e| self.write_failed(e))?;
+        let creating = self.create(&state, definition, workflow, fresh)?;
         if !drive {
             self.durable().await?;
             drop(creating);
@@ -623,6 +650,54 @@ impl Runtime {
                 .map_err(|e| self.write_failed(e))?;
             return Ok(run_id);
         }
+        let (_, started) = self.drive_new(state, graph, now, creating)?;
+        match started.await {
+            Ok(durable) => durable.map(|()| run_id),
+            // The actor went away without answering (it failed while starting the run and
+            // ended it failed): the creation is made durable here.
+            Err(_) => self.durable().await.map(|()| run_id),
+        }
+    }
+
+    /// Stores new run `state` (its summary, definition, the components of `workflow` and its
+    /// first state), not yet durable: listings leave it out while the returned guard lives.
+    fn create(
+        &self,
+        state: &RunState,
+        definition: &Definition,
+        workflow: Option<&LoadedWorkflow>,
+        fresh: bool,
+    ) -> Result<Creating, RuntimeError> {
+        let run_id = &state.run_id;
+        let snapshot = serde_json::to_vec(state).map_err(|e| encode_failed(run_id, e))?;
+        let creating = Creating::new(self, run_id);
+        let plugin_bytes: Vec<(&str, &[u8])> = workflow
+            .into_iter()
+            .flat_map(|w| &w.plugins)
+            .map(|(d, p)| (d.as_str(), &p.bytes[..]))
+            .collect();
+        self.inner
+            .store
+            .create_run(NewRun {
+                summary: &summary(state),
+                definition,
+                plugins: &plugin_bytes,
+                base: &snapshot,
+                fresh_id: fresh,
+            })
+            .map_err(|e| self.write_failed(e))?;
+        Ok(creating)
+    }
+
+    /// Drives the new run `state` just stored: its actor, asked to start it at `now`; the
+    /// answer comes once the run's creation is durable, with its first transition.
+    fn drive_new(
+        &self,
+        state: RunState,
+        graph: Arc<Graph>,
+        now: engine::Millis,
+        creating: Creating,
+    ) -> Result<(LiveRun, oneshot::Receiver<Result<(), RuntimeError>>), RuntimeError> {
         let live = self.spawn(state, graph, Position::FRESH)?;
         let (reply, started) = oneshot::channel();
         let _ = live.tx.send(Msg::Start {
@@ -630,12 +705,7 @@ impl Runtime {
             reply,
             creating,
         });
-        match started.await {
-            Ok(durable) => durable.map(|()| run_id),
-            // The actor went away without answering (it failed while starting the run and
-            // ended it failed): the creation is made durable here.
-            Err(_) => self.durable().await.map(|()| run_id),
-        }
+        Ok((live, started))
     }
 
     /// Whether more runs driven here have an invocation in flight than
@@ -695,18 +765,20 @@ impl Runtime {
     /// Waits until the run has ended or suspended, and returns its record.
     pub async fn wait(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
         check_run_id(run_id)?;
-        if let Some(mut rx) = self.live(run_id).map(|l| l.status) {
-            let settled = match rx.wait_for(|p| p.settled.is_some()).await {
-                Ok(progress) => progress.settled.clone(),
-                Err(_) => None,
-            };
-            if let Some(record) = settled {
-                // Once the actor has retired and let its record go, this is the only copy.
-                drop(rx);
-                return Ok(Arc::unwrap_or_clone(record));
+        if let Some(live) = self.live(run_id) {
+            let (tx, rx) = oneshot::channel();
+            if live.tx.send(Msg::Wait(tx)).is_ok()
+                && let Ok(answer) = rx.await
+            {
+                return answer;
             }
         }
-        // Not live, or its actor retired: the store has the final word.
+        self.wait_stored(run_id).await
+    }
+
+    /// [`Runtime::wait`] for a run this process does not drive, or whose actor went away
+    /// without answering (it retired, or halted): the store has the final word.
+    async fn wait_stored(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
         if let Some(halted) = self.halted(run_id) {
             return Err(halted);
         }
@@ -800,6 +872,37 @@ impl Runtime {
             .resume_limit()
             .check_value("resume data", &request.data)?;
         self.ask(run_id, &shared::Ask::Resume(request), true).await
+    }
+
+    /// Resumes suspended steps as [`Runtime::resume`] does, then waits until the run ends or
+    /// suspends again, as [`Runtime::wait`] does: one call, answered once, by the run's record
+    /// (a refused resume is answered at once, with its error).
+    pub async fn resume_and_wait(
+        &self,
+        run_id: &str,
+        request: ResumeRequest,
+    ) -> Result<RunRecord, RuntimeError> {
+        check_run_id(run_id)?;
+        self.inner
+            .config
+            .resume_limit()
+            .check_value("resume data", &request.data)?;
+        match self.ensure_live(run_id) {
+            Ok(live) => {
+                let (tx, rx) = oneshot::channel();
+                if live.tx.send(Msg::ResumeWait(request.clone(), tx)).is_ok()
+                    && let Ok(answer) = rx.await
+                {
+                    return answer;
+                }
+            }
+            // Driven by another process: asked there, then followed.
+            Err(RuntimeError::Elsewhere { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        // Its actor went away without answering: asked again, as `resume` does.
+        self.resume(run_id, request).await?;
+        self.wait(run_id).await
     }
 
     /// Recovers a `pending` or `running` run that no process drives (S101, S114): its driver
@@ -1217,7 +1320,7 @@ impl Runtime {
         let events = self.channel(&state.run_id);
         // What is stored when the actor takes the run up is durable.
         events.mark_durable(at.next_seq.saturating_sub(1));
-        let (status_tx, status) = watch::channel(Progress::of(&state, &graph));
+        let (status_tx, status) = watch::channel(Progress::of(&state));
         let handle = LiveRun {
             tx: tx.clone(),
             status,

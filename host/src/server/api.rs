@@ -47,11 +47,15 @@ fn run_ref(id: &str) -> Value {
 /// its record once it has settled; `Location` names the run either way.
 async fn started(app: &App, id: &str, wait: bool) -> Result<Response, ApiError> {
     if wait {
-        let record = app.rt.wait(id).await?;
-        let record = serde_json::to_value(record).map_err(|e| ApiError::internal(e.to_string()))?;
-        return Ok(created(StatusCode::OK, id, record));
+        return settled(&app.rt.wait(id).await?);
     }
     Ok(created(StatusCode::CREATED, id, run_ref(id)))
+}
+
+/// The answer to a start or a re-run with `wait`: `200` and the settled run's record.
+fn settled(record: &RunRecord) -> Result<Response, ApiError> {
+    let body = serde_json::to_value(record).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(created(StatusCode::OK, &record.run_id, body))
 }
 
 /// A `201 Created` (or, after a wait, `200`) naming the run at `Location`.
@@ -281,15 +285,14 @@ pub(crate) async fn start(
     let Some(workflow) = load(&app, &body.named, true).await? else {
         return Err(ApiError::internal("no workflow was loaded"));
     };
-    let id = app
-        .rt
-        .start(
-            &workflow,
-            body.input.unwrap_or_else(|| json!({})),
-            body.run_id,
-        )
-        .await?;
-    started(&app, &id, q.wait).await
+    let input = body.input.unwrap_or_else(|| json!({}));
+    if q.wait {
+        // One call that answers once the run has settled.
+        let record = app.rt.start_and_wait(&workflow, input, body.run_id).await?;
+        return settled(&record);
+    }
+    let id = app.rt.start(&workflow, input, body.run_id).await?;
+    started(&app, &id, false).await
 }
 
 /// Where a re-run starts, and with what.
