@@ -657,16 +657,7 @@ async fn start_and_wait_and_resume_and_wait_answer_once_the_run_settles_again() 
 #[tokio::test]
 async fn every_waiter_of_a_running_run_gets_its_record_when_it_ends() {
     let (env, clock) = manual_env();
-    let yaml = r#"
-id: nap
-steps:
-  - sleep: { id: nap, ms: 60000 }
-  - map: { id: after, expr: '"woke"' }
-"#;
-    let w = env.load(&env.file("nap.yaml", yaml)).await;
-    let id = env.rt.start(&w, json!({}), None).await.expect("start");
-    let mut rx = env.rt.watch(&id, 1).expect("watch");
-    until_event(&mut rx, "step-waiting", Some("nap")).await;
+    let (id, _) = napping(&env, 60_000).await;
     // Each asks the run's actor on its first poll; one gives up at once.
     let mut waiters: Vec<_> = (0..3).map(|_| Box::pin(env.rt.wait(&id))).collect();
     for waiter in &mut waiters {
@@ -701,19 +692,22 @@ fn manual_env() -> (Env, ManualClock) {
     (Env::with_config(config), clock)
 }
 
-#[tokio::test]
-async fn s37_an_hour_long_sleep_ends_when_the_manual_clock_passes_it() {
-    let (env, clock) = manual_env();
-    let yaml = r#"
-id: nap
-steps:
-  - sleep: { id: nap, ms: 3600000 }
-  - map: { id: after, expr: '"woke"' }
-"#;
-    let w = env.load(&env.file("nap.yaml", yaml)).await;
+/// A run that sleeps `ms`, then maps `"woke"`, once it sleeps: its id, and its `step-waiting`.
+async fn napping(env: &Env, ms: u64) -> (String, Arc<StoredEvent>) {
+    let yaml = format!(
+        "id: nap\nsteps:\n  - sleep: {{ id: nap, ms: {ms} }}\n  - map: {{ id: after, expr: '\"woke\"' }}\n"
+    );
+    let w = env.load(&env.file("nap.yaml", &yaml)).await;
     let id = env.rt.start(&w, json!({}), None).await.expect("start");
     let mut rx = env.rt.watch(&id, 1).expect("watch");
     let waiting = until_event(&mut rx, "step-waiting", Some("nap")).await;
+    (id, waiting)
+}
+
+#[tokio::test]
+async fn s37_an_hour_long_sleep_ends_when_the_manual_clock_passes_it() {
+    let (env, clock) = manual_env();
+    let (id, waiting) = napping(&env, 3_600_000).await;
     assert_eq!(
         waiting.data,
         json!({ "until": rfc3339(T0 + 3_600_000) }),

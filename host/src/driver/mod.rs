@@ -464,10 +464,7 @@ impl Runtime {
         input: Value,
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
-        let new = new_run_id(run_id)?;
-        let (graph, definition) = workflow
-            .shared()
-            .map_err(|e| encode_failed(&new.run_id, e))?;
+        let (new, graph, definition) = new_run_of(workflow, run_id)?;
         self.start_graph(graph, &definition, Some(workflow), input, new, true)
             .await
     }
@@ -485,10 +482,7 @@ impl Runtime {
         if !self.is_shared() {
             return Err(RuntimeError::NotShared);
         }
-        let new = new_run_id(run_id)?;
-        let (graph, definition) = workflow
-            .shared()
-            .map_err(|e| encode_failed(&new.run_id, e))?;
+        let (new, graph, definition) = new_run_of(workflow, run_id)?;
         self.start_graph(graph, &definition, Some(workflow), input, new, false)
             .await
     }
@@ -537,10 +531,7 @@ impl Runtime {
         input: Value,
         run_id: Option<String>,
     ) -> Result<RunRecord, RuntimeError> {
-        let new = new_run_id(run_id)?;
-        let (graph, definition) = workflow
-            .shared()
-            .map_err(|e| encode_failed(&new.run_id, e))?;
+        let (new, graph, definition) = new_run_of(workflow, run_id)?;
         let fresh = new.fresh;
         let (state, now) = self.new_state(&graph, input, new.run_id)?;
         let run_id = state.run_id.clone();
@@ -1523,6 +1514,19 @@ fn encode_failed(run: &str, e: impl std::fmt::Display) -> RuntimeError {
         run: run.into(),
         message: e.to_string(),
     }
+}
+
+/// A new run of `workflow`: its id (`run_id`, checked, or a new one), and the workflow's graph
+/// and definition as its runs share them.
+fn new_run_of(
+    workflow: &LoadedWorkflow,
+    run_id: Option<String>,
+) -> Result<(NewId, Arc<Graph>, Arc<Definition>), RuntimeError> {
+    let new = new_run_id(run_id)?;
+    let (graph, definition) = workflow
+        .shared()
+        .map_err(|e| encode_failed(&new.run_id, e))?;
+    Ok((new, graph, definition))
 }
 
 fn summary(state: &RunState) -> RunSummary {
