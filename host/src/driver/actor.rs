@@ -391,8 +391,8 @@ impl Actor {
                 let _ = reply.send(started);
             }
             Msg::Show(reply) => {
-                // What it shows is durable (S100): transitions still syncing first.
-                if self.durable_sub < self.at.next_sub && self.flush().await.is_err() {
+                // What it shows is durable (S100).
+                if !self.all_durable().await {
                     return;
                 }
                 let _ = reply.send(RunRecord::new(&self.state, &self.graph));
@@ -433,10 +433,15 @@ impl Actor {
             self.waiters.push(waiter);
             return;
         }
-        if self.durable_sub < self.at.next_sub && self.flush().await.is_err() {
+        if !self.all_durable().await {
             return;
         }
         let _ = waiter.send(Ok(RunRecord::new(&self.state, &self.graph)));
+    }
+
+    /// Waits for the transitions still syncing; false when the sync failed (the actor halts).
+    async fn all_durable(&mut self) -> bool {
+        self.durable_sub >= self.at.next_sub || self.flush().await.is_ok()
     }
 
     /// Ends the run `failed` because driving it failed with `cause` (S101: the others go on).

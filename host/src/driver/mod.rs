@@ -536,17 +536,13 @@ impl Runtime {
         let (state, now) = self.new_state(&graph, input, new.run_id)?;
         let run_id = state.run_id.clone();
         let creating = self.create(&state, &definition, Some(workflow), fresh)?;
-        let (live, mut started) = self.drive_new(state, graph, now, creating)?;
+        let (live, started) = self.drive_new(state, graph, now, creating)?;
         // Queued behind the start: the actor answers once the run has settled.
         let (tx, rx) = oneshot::channel();
         let _ = live.tx.send(Msg::Wait(tx));
         let answer = rx.await;
-        match started.try_recv() {
-            Ok(Err(e)) => return Err(e),
-            // The actor went away without answering the start: as in `launch`.
-            Err(oneshot::error::TryRecvError::Closed) => self.durable().await?,
-            Ok(Ok(())) | Err(oneshot::error::TryRecvError::Empty) => {}
-        }
+        // Answered by now, or a moment after a run that settled in its first transition.
+        self.start_answered(started).await?;
         match answer {
             Ok(answer) => answer,
             Err(_) => self.wait_stored(&run_id).await,
@@ -642,11 +638,19 @@ impl Runtime {
             return Ok(run_id);
         }
         let (_, started) = self.drive_new(state, graph, now, creating)?;
+        self.start_answered(started).await.map(|()| run_id)
+    }
+
+    /// The actor's answer to a new run's start: Ok once its creation is durable.
+    async fn start_answered(
+        &self,
+        started: oneshot::Receiver<Result<(), RuntimeError>>,
+    ) -> Result<(), RuntimeError> {
         match started.await {
-            Ok(durable) => durable.map(|()| run_id),
+            Ok(durable) => durable,
             // The actor went away without answering (it failed while starting the run and
             // ended it failed): the creation is made durable here.
-            Err(_) => self.durable().await.map(|()| run_id),
+            Err(_) => self.durable().await,
         }
     }
 
@@ -857,11 +861,7 @@ impl Runtime {
 
     /// Resumes suspended steps (S67–S70).
     pub async fn resume(&self, run_id: &str, request: ResumeRequest) -> Result<(), RuntimeError> {
-        check_run_id(run_id)?;
-        self.inner
-            .config
-            .resume_limit()
-            .check_value("resume data", &request.data)?;
+        self.check_resume(run_id, &request)?;
         self.ask(run_id, &shared::Ask::Resume(request), true).await
     }
 
@@ -873,11 +873,7 @@ impl Runtime {
         run_id: &str,
         request: ResumeRequest,
     ) -> Result<RunRecord, RuntimeError> {
-        check_run_id(run_id)?;
-        self.inner
-            .config
-            .resume_limit()
-            .check_value("resume data", &request.data)?;
+        self.check_resume(run_id, &request)?;
         match self.ensure_live(run_id) {
             Ok(live) => {
                 let (tx, rx) = oneshot::channel();
@@ -894,6 +890,16 @@ impl Runtime {
         // Its actor went away without answering: asked again, as `resume` does.
         self.resume(run_id, request).await?;
         self.wait(run_id).await
+    }
+
+    /// Refuses a resume of a malformed run id, or whose data is over the limit.
+    fn check_resume(&self, run_id: &str, request: &ResumeRequest) -> Result<(), RuntimeError> {
+        check_run_id(run_id)?;
+        self.inner
+            .config
+            .resume_limit()
+            .check_value("resume data", &request.data)?;
+        Ok(())
     }
 
     /// Recovers a `pending` or `running` run that no process drives (S101, S114): its driver

@@ -292,7 +292,7 @@ pub(crate) async fn start(
         return settled(&record);
     }
     let id = app.rt.start(&workflow, input, body.run_id).await?;
-    started(&app, &id, false).await
+    Ok(created(StatusCode::CREATED, &id, run_ref(&id)))
 }
 
 /// Where a re-run starts, and with what.
