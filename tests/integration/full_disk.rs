@@ -7,8 +7,10 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use weft::driver::{Runtime, RuntimeError};
+use weft::engine::RunStatus;
 
 // A full disk under sled's database in the home: sled only, whatever the tests' backend.
+use crate::rules::req;
 use crate::torture::{
     Home, http, name_of, run_weft_sled as run_weft, serve_sled as serve, workflows_of,
 };
@@ -217,6 +219,54 @@ async fn s100_a_watch_of_a_run_stopped_by_a_full_disk_ends() {
         ended.as_ref().is_ok_and(|n| *n > 0),
         "the watch of a stopped run never ended: {ended:?}"
     );
+    drop(rt);
+}
+
+/// Suspends, then, once resumed, writes as [`GROW`] does.
+const SUSPEND_THEN_GROW: &str = r#"
+id: suspend-then-grow
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: approve, plugin: kit, step: suspend }
+  - map: { id: zero, expr: '{ n: 0 }' }
+  - loop:
+      id: grow
+      do-until: '.output.n >= 15'
+      do:
+        - sleep: { id: tick, ms: 1 }
+        - map: { id: pad, expr: '{ n: (.input.n + 1), pad: ("x" * 4000) }' }
+"#;
+
+/// A resume applied before the disk filled up answers with the full disk, once: the caller of
+/// `resume_and_wait` used to ask again when the run's actor stopped, and that second resume was
+/// refused as if nothing were suspended, hiding the cause.
+#[tokio::test(flavor = "multi_thread")]
+async fn s100_resume_and_wait_of_a_run_stopped_by_a_full_disk_reports_the_full_disk() {
+    let Some(disk) = Tmpfs::mount("2m") else {
+        return;
+    };
+    let files = Home::new();
+    let small = files.file("small.yaml", SMALL);
+    let grow = files.file("grow.yaml", SUSPEND_THEN_GROW);
+    let home = prepared_home(&disk, &small);
+    let rt = Runtime::open(&home, crate::common::sled_config()).expect("open the home");
+    let workflow = rt.load_workflow(&grow).await.expect("load");
+    let first = rt
+        .start_and_wait(&workflow, json!({}), None)
+        .await
+        .expect("room to start");
+    assert_eq!(first.status, RunStatus::Suspended, "{first:?}");
+    disk.fill(600 << 10);
+    let stopped = rt
+        .resume_and_wait(&first.run_id, req(None, None, None, json!({})))
+        .await;
+    match &stopped {
+        Err(e @ RuntimeError::Halted { .. }) => {
+            assert!(e.to_string().contains("disk is full"), "{e}");
+        }
+        other => panic!("not the full disk: {other:?}"),
+    }
     drop(rt);
 }
 

@@ -638,6 +638,16 @@ impl Actor {
             cause: cause.clone(),
         };
         tracing::error!("{halted}");
+        // Those waiting for the run to settle learn why it will not, here: a caller of
+        // `resume_and_wait` whose resume was applied must not ask again (the resume would be
+        // refused as if nothing were suspended, hiding the cause).
+        for waiter in self.waiters.drain(..) {
+            let _ = waiter.send(Err(RuntimeError::Halted {
+                run: self.state.run_id.clone(),
+                home: self.rt.home().to_path_buf(),
+                cause: cause.clone(),
+            }));
+        }
         for f in self.in_flight.values() {
             f.abort.cancel();
         }
