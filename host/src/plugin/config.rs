@@ -140,7 +140,8 @@ pub struct PoolConfig {
     /// Find the pages a freed linear memory or table dirtied with Linux's `PAGEMAP_SCAN`
     /// (kernel 6.7 and later; ignored where missing) and reset only those, up to
     /// [`PoolConfig::keep_resident`] bytes, leaving them resident (default true). Not used
-    /// while the system has swap active: wasmtime 48's scan misses dirty pages that are
+    /// where the process's pages may be swapped out (a swap area is active and no cgroup v2
+    /// `memory.swap.max` of the process is 0): wasmtime 48's scan misses dirty pages that are
     /// swapped out, which would leave one instance's data to the next.
     pub pagemap_scan: bool,
 }

@@ -149,7 +149,7 @@ fn pooling(config: &HostConfig) -> PoolingAllocationConfig {
         .table_keep_resident(pool.keep_resident)
         .async_stack_keep_resident(pool.keep_resident)
         .decommit_batch_size(pool.decommit_batch.max(1))
-        .pagemap_scan(if pagemap_scan_safe(pool, swaps().as_deref()) {
+        .pagemap_scan(if pagemap_scan_safe(pool, super::swap::possible()) {
             Enabled::Auto
         } else {
             Enabled::No
@@ -157,34 +157,23 @@ fn pooling(config: &HostConfig) -> PoolingAllocationConfig {
     p
 }
 
-/// Whether freed memories may be reset with `PAGEMAP_SCAN` (`pool.pagemap_scan`) given the
-/// system's swap areas (`swaps`, as `/proc/swaps` lists them; `None` when it cannot be read).
+/// Whether freed memories may be reset with `PAGEMAP_SCAN` (`pool.pagemap_scan`), given
+/// whether pages of this process may be swapped out ([`super::swap::possible`]).
 ///
 /// wasmtime 48's scan takes a page for dirty only when it is present: a dirtied page the kernel
 /// has swapped out is neither reset nor returned, and the next instance in the slot would read
 /// what the previous one left there (wasmtime pull request 14357; fixed from wasmtime 50, which
-/// needs a newer rustc than this project's). With any swap area active, or when that cannot be
-/// told, memories are reset the default way instead: fresh every time, at the cost of the page
-/// faults the scan saves.
-fn pagemap_scan_safe(pool: &super::PoolConfig, swaps: Option<&str>) -> bool {
-    let swap = swaps.is_none_or(|text| text.lines().skip(1).any(|l| !l.trim().is_empty()));
-    if pool.pagemap_scan && swap {
+/// needs a newer rustc than this project's). Where swap is possible, memories are reset the
+/// default way instead: fresh every time, at the cost of the page faults the scan saves.
+fn pagemap_scan_safe(pool: &super::PoolConfig, swap_possible: bool) -> bool {
+    if pool.pagemap_scan && swap_possible {
         tracing::info!(
-            "resetting plugin memories without PAGEMAP_SCAN: swap is active (or /proc/swaps \
-             cannot be read), and wasmtime 48's scan misses dirty pages that are swapped out"
+            "resetting plugin memories without PAGEMAP_SCAN: swap is active (a cgroup with \
+             memory.swap.max 0 allows the scan again), and wasmtime 48's scan misses dirty \
+             pages that are swapped out"
         );
     }
-    pool.pagemap_scan && !swap
-}
-
-/// The swap areas the kernel lists, or `None` when it cannot be read.
-fn swaps() -> Option<String> {
-    if cfg!(target_os = "linux") {
-        std::fs::read_to_string("/proc/swaps").ok()
-    } else {
-        // No PAGEMAP_SCAN elsewhere: wasmtime ignores the setting.
-        Some(String::new())
-    }
+    pool.pagemap_scan && !swap_possible
 }
 
 /// Makes the engine of `kind` and its linker.
@@ -242,27 +231,12 @@ mod tests {
         assert_ne!(pooled.fingerprint, fuel.fingerprint);
     }
 
-    /// `/proc/swaps` with its header line and `areas` below it.
-    fn swaps_listing(areas: &[&str]) -> String {
-        let mut text = String::from("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n");
-        for area in areas {
-            text.push_str(area);
-            text.push('\n');
-        }
-        text
-    }
-
     #[test]
     fn pagemap_scan_is_used_only_where_no_page_can_be_swapped_out() {
         let on = super::super::PoolConfig::default();
         assert!(on.pagemap_scan, "on by default");
-        assert!(pagemap_scan_safe(&on, Some(&swaps_listing(&[]))));
-        let swap_file = "/swapfile\t\t\t\tfile\t\t2097148\t\t0\t\t-2";
-        assert!(!pagemap_scan_safe(&on, Some(&swaps_listing(&[swap_file]))));
-        let zram = "/dev/zram0\t\t\t\tpartition\t1048572\t\t512\t\t100";
-        assert!(!pagemap_scan_safe(&on, Some(&swaps_listing(&[zram]))));
-        assert!(!pagemap_scan_safe(&on, None), "cannot tell: not used");
-        let off = on.with_pagemap_scan(false);
-        assert!(!pagemap_scan_safe(&off, Some(&swaps_listing(&[]))));
+        assert!(pagemap_scan_safe(&on, false));
+        assert!(!pagemap_scan_safe(&on, true));
+        assert!(!pagemap_scan_safe(&on.with_pagemap_scan(false), false));
     }
 }

@@ -60,6 +60,7 @@ mod sandbox;
 mod shared;
 mod state;
 mod stdio;
+mod swap;
 mod ticker;
 mod variant;
 mod writer;
