@@ -638,9 +638,16 @@ impl Actor {
             cause: cause.clone(),
         };
         tracing::error!("{halted}");
+        for f in self.in_flight.values() {
+            f.abort.cancel();
+        }
+        self.in_flight.clear();
+        self.halted = true;
+        self.rt.halt(&self.state.run_id, cause.clone());
         // Those waiting for the run to settle learn why it will not, here: a caller of
         // `resume_and_wait` whose resume was applied must not ask again (the resume would be
-        // refused as if nothing were suspended, hiding the cause).
+        // refused as if nothing were suspended, hiding the cause). Told once the runtime has
+        // let the run go, so that what they do next reaches a new driver, not this one.
         for waiter in self.waiters.drain(..) {
             let _ = waiter.send(Err(RuntimeError::Halted {
                 run: self.state.run_id.clone(),
@@ -648,12 +655,6 @@ impl Actor {
                 cause: cause.clone(),
             }));
         }
-        for f in self.in_flight.values() {
-            f.abort.cancel();
-        }
-        self.in_flight.clear();
-        self.halted = true;
-        self.rt.halt(&self.state.run_id, cause);
     }
 
     /// One transition: advance, store (S100), publish, then carry out the commands.
