@@ -129,15 +129,45 @@ fn prepared_home(disk: &Tmpfs, small: &Path) -> PathBuf {
     home
 }
 
+/// A 2 MiB disk holding a prepared home, with [`SMALL`] and [`GROW`] written beside the home;
+/// `None` where no tmpfs can be mounted.
+struct FullDiskCase {
+    disk: Tmpfs,
+    files: Home,
+    small: PathBuf,
+    grow: PathBuf,
+    home: PathBuf,
+}
+
+impl FullDiskCase {
+    fn new() -> Option<FullDiskCase> {
+        let disk = Tmpfs::mount("2m")?;
+        let files = Home::new();
+        let small = files.file("small.yaml", SMALL);
+        let grow = files.file("grow.yaml", GROW);
+        let home = prepared_home(&disk, &small);
+        Some(FullDiskCase {
+            disk,
+            files,
+            small,
+            grow,
+            home,
+        })
+    }
+}
+
 #[test]
 fn s100_weft_run_on_a_full_disk_fails_cleanly_and_the_run_goes_on_once_there_is_space() {
-    let Some(disk) = Tmpfs::mount("2m") else {
+    let Some(FullDiskCase {
+        disk,
+        files: _files,
+        small,
+        grow,
+        home,
+    }) = FullDiskCase::new()
+    else {
         return;
     };
-    let files = Home::new();
-    let small = files.file("small.yaml", SMALL);
-    let grow = files.file("grow.yaml", GROW);
-    let home = prepared_home(&disk, &small);
     let home_text = home.display().to_string();
     let out = run_weft(&home, &["run", small.to_str().expect("utf-8")]);
     assert_eq!(out.code, 0, "{out:?}");
@@ -186,16 +216,12 @@ fn s100_weft_run_on_a_full_disk_fails_cleanly_and_the_run_goes_on_once_there_is_
 /// `weft run` hung when its run stopped before it began to follow the run's events.
 #[tokio::test(flavor = "multi_thread")]
 async fn s100_a_watch_of_a_run_stopped_by_a_full_disk_ends() {
-    let Some(disk) = Tmpfs::mount("2m") else {
+    let Some(case) = FullDiskCase::new() else {
         return;
     };
-    let files = Home::new();
-    let small = files.file("small.yaml", SMALL);
-    let grow = files.file("grow.yaml", GROW);
-    let home = prepared_home(&disk, &small);
-    disk.fill(600 << 10);
-    let rt = Runtime::open(&home, crate::common::sled_config()).expect("open the home");
-    let workflow = rt.load_workflow(&grow).await.expect("load");
+    case.disk.fill(600 << 10);
+    let rt = Runtime::open(&case.home, crate::common::sled_config()).expect("open the home");
+    let workflow = rt.load_workflow(&case.grow).await.expect("load");
     let id = rt
         .start(&workflow, json!({}), None)
         .await
@@ -222,20 +248,14 @@ async fn s100_a_watch_of_a_run_stopped_by_a_full_disk_ends() {
     drop(rt);
 }
 
-/// Suspends, then, once resumed, writes as [`GROW`] does.
+/// Suspends, then, once resumed, runs [`GROW`] (written beside it as `grow.yaml`).
 const SUSPEND_THEN_GROW: &str = r#"
 id: suspend-then-grow
 plugins:
   kit: { wasm: "{testkit}" }
 steps:
   - { id: approve, plugin: kit, step: suspend }
-  - map: { id: zero, expr: '{ n: 0 }' }
-  - loop:
-      id: grow
-      do-until: '.output.n >= 15'
-      do:
-        - sleep: { id: tick, ms: 1 }
-        - map: { id: pad, expr: '{ n: (.input.n + 1), pad: ("x" * 4000) }' }
+  - workflow: { id: grow, file: grow.yaml }
 "#;
 
 /// A resume applied before the disk filled up answers with the full disk, once: the caller of
@@ -243,21 +263,18 @@ steps:
 /// refused as if nothing were suspended, hiding the cause.
 #[tokio::test(flavor = "multi_thread")]
 async fn s100_resume_and_wait_of_a_run_stopped_by_a_full_disk_reports_the_full_disk() {
-    let Some(disk) = Tmpfs::mount("2m") else {
+    let Some(case) = FullDiskCase::new() else {
         return;
     };
-    let files = Home::new();
-    let small = files.file("small.yaml", SMALL);
-    let grow = files.file("grow.yaml", SUSPEND_THEN_GROW);
-    let home = prepared_home(&disk, &small);
-    let rt = Runtime::open(&home, crate::common::sled_config()).expect("open the home");
-    let workflow = rt.load_workflow(&grow).await.expect("load");
+    let suspending = case.files.file("suspend-then-grow.yaml", SUSPEND_THEN_GROW);
+    let rt = Runtime::open(&case.home, crate::common::sled_config()).expect("open the home");
+    let workflow = rt.load_workflow(&suspending).await.expect("load");
     let first = rt
         .start_and_wait(&workflow, json!({}), None)
         .await
         .expect("room to start");
     assert_eq!(first.status, RunStatus::Suspended, "{first:?}");
-    disk.fill(600 << 10);
+    case.disk.fill(600 << 10);
     let stopped = rt
         .resume_and_wait(&first.run_id, req(None, None, None, json!({})))
         .await;
