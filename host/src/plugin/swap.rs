@@ -5,7 +5,7 @@ use std::path::Path;
 
 /// Whether a page of this process may be swapped out: a swap area is active (or `/proc/swaps`
 /// cannot be read) and neither the process's cgroup (v2) nor one of its ancestors sets
-/// `memory.swap.max` to 0. Never elsewhere than on Linux, where wasmtime has no scan anyway.
+/// `memory.swap.max` to 0. Always false on other systems, where wasmtime has no scan anyway.
 pub(crate) fn possible() -> bool {
     if !cfg!(target_os = "linux") {
         return false;
