@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::cancel::cancel_suspended_in;
 use super::commands::{Command, EventKind, Tracking};
-use super::context::{Cx, Frame};
+use super::context::{Cx, Frame, object_of};
 use super::drive::end_node;
 use super::model::{EntryDef, Graph};
 use super::nodes::{End, Node, NodeKind, Phase};
@@ -44,7 +44,10 @@ pub(crate) fn settle_run(run: &mut RunState, graph: &Graph, cmds: &mut Vec<Comma
             match end {
                 End::Success(v) | End::Bail(v) => {
                     run.status = RunStatus::Success;
-                    cmds.push(emit(EventKind::RunSucceeded, json!({ "result": v })));
+                    cmds.push(emit(
+                        EventKind::RunSucceeded,
+                        object_of("result", v.clone()),
+                    ));
                     run.result = Some(v);
                 }
                 End::Failed(e) => {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use indexmap::IndexMap;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::commands::{Command, EventKind, Tracking};
 use super::model::Graph;
@@ -59,14 +59,16 @@ pub fn check_run_input(graph: &Graph, input: &mut Value) -> Result<(), Vec<Viola
 
 /// The `run-started` event of `run` (S88).
 pub(crate) fn run_started(run: &RunState) -> Command {
-    let mut data = json!({
-        "workflow_id": run.workflow_id,
-        "input": run.input,
-        "state": run.files.get("").map(|f| f.state.clone()).unwrap_or(Value::Null),
-    });
+    // Built member by member: `json!` would copy each value through serde, a copy of a copy.
+    let mut data = Map::with_capacity(4);
+    data.insert("workflow_id".into(), Value::String(run.workflow_id.clone()));
+    data.insert("input".into(), Value::clone(&run.input));
+    let state = run.files.get("").map(|f| f.state.clone());
+    data.insert("state".into(), state.unwrap_or(Value::Null));
     if let Some(from) = &run.restarted_from {
-        data["restarted_from"] = json!(from);
+        data.insert("restarted_from".into(), json!(from));
     }
+    let data = Value::Object(data);
     Command::Emit(Tracking {
         kind: EventKind::RunStarted,
         path: None,
