@@ -120,7 +120,7 @@ pub struct Actor {
     /// Storing failed: the actor stops (see [`Actor::halt`]).
     halted: bool,
     /// Callers waiting for the run to settle ([`Msg::Wait`]), answered once it has and that
-    /// is durable. Dropped unanswered when the actor halts: they read the store.
+    /// is durable. Told the store's failure when the actor halts ([`Actor::halt`]).
     waiters: Vec<Waiter>,
     /// The span of this drive of the run: open while the run runs here, closed (and exported)
     /// once it ends or suspends; a resume opens the next.
@@ -643,17 +643,15 @@ impl Actor {
         }
         self.in_flight.clear();
         self.halted = true;
-        self.rt.halt(&self.state.run_id, cause.clone());
+        self.rt.halt(&self.state.run_id, cause);
         // Those waiting for the run to settle learn why it will not, here: a caller of
         // `resume_and_wait` whose resume was applied must not ask again (the resume would be
         // refused as if nothing were suspended, hiding the cause). Told once the runtime has
         // let the run go, so that what they do next reaches a new driver, not this one.
-        for waiter in self.waiters.drain(..) {
-            let _ = waiter.send(Err(RuntimeError::Halted {
-                run: self.state.run_id.clone(),
-                home: self.rt.home().to_path_buf(),
-                cause: cause.clone(),
-            }));
+        for waiter in std::mem::take(&mut self.waiters) {
+            if let Some(halted) = self.rt.halted(&self.state.run_id) {
+                let _ = waiter.send(Err(halted));
+            }
         }
     }
 

@@ -46,7 +46,7 @@ pub use unrecoverable::{HOST_ERROR, Recovery, Unrecovered};
 use record::RecordIn;
 use unrecoverable::is_unloadable;
 
-use actor::{Actor, Msg, Position};
+use actor::{Actor, Msg, Position, Waiter};
 use executors::Executors;
 use live_events::LiveEvents;
 use sync::Syncer;
@@ -464,8 +464,7 @@ impl Runtime {
         input: Value,
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
-        let (new, graph, definition) = new_run_of(workflow, run_id)?;
-        self.start_graph(graph, &definition, Some(workflow), input, new, true)
+        self.start_workflow(workflow, input, run_id, Launch::Drive)
             .await
     }
 
@@ -482,8 +481,24 @@ impl Runtime {
         if !self.is_shared() {
             return Err(RuntimeError::NotShared);
         }
-        let (new, graph, definition) = new_run_of(workflow, run_id)?;
-        self.start_graph(graph, &definition, Some(workflow), input, new, false)
+        self.start_workflow(workflow, input, run_id, Launch::Submit)
+            .await
+    }
+
+    /// Starts a new run of `workflow` (`run_id`, checked, or a new id) with `input`, as
+    /// `then` says.
+    async fn start_workflow(
+        &self,
+        workflow: &LoadedWorkflow,
+        input: Value,
+        run_id: Option<String>,
+        then: Launch,
+    ) -> Result<String, RuntimeError> {
+        let new = new_run_id(run_id)?;
+        let (graph, definition) = workflow
+            .shared()
+            .map_err(|e| encode_failed(&new.run_id, e))?;
+        self.start_graph(graph, &definition, Some(workflow), input, new, then)
             .await
     }
 
@@ -494,31 +509,19 @@ impl Runtime {
         graph: Arc<Graph>,
         definition: &Definition,
         workflow: Option<&LoadedWorkflow>,
-        input: Value,
-        new: NewId,
-        drive: bool,
-    ) -> Result<String, RuntimeError> {
-        let fresh = new.fresh;
-        let (state, now) = self.new_state(&graph, input, new.run_id)?;
-        self.launch(state, graph, definition, workflow, now, drive, fresh)
-            .await
-    }
-
-    /// The first state of run `run_id` of `graph` with `input`, once the input passed its
-    /// limit and the workflow's schema; and the instant it starts.
-    fn new_state(
-        &self,
-        graph: &Graph,
         mut input: Value,
-        run_id: String,
-    ) -> Result<(RunState, engine::Millis), RuntimeError> {
+        new: NewId,
+        then: Launch,
+    ) -> Result<String, RuntimeError> {
         self.inner
             .config
             .input_limit()
             .check_value("run input", &input)?;
-        engine::check_run_input(graph, &mut input).map_err(RuntimeError::InvalidInput)?;
+        engine::check_run_input(&graph, &mut input).map_err(RuntimeError::InvalidInput)?;
         let now = self.now();
-        Ok((engine::new_run(graph, run_id, input, now), now))
+        let state = engine::new_run(&graph, new.run_id, input, now);
+        self.launch(state, graph, definition, workflow, now, then, new.fresh)
+            .await
     }
 
     /// Starts a run of `workflow` with `input` and waits until it ends or suspends: what
@@ -531,20 +534,13 @@ impl Runtime {
         input: Value,
         run_id: Option<String>,
     ) -> Result<RunRecord, RuntimeError> {
-        let (new, graph, definition) = new_run_of(workflow, run_id)?;
-        let fresh = new.fresh;
-        let (state, now) = self.new_state(&graph, input, new.run_id)?;
-        let run_id = state.run_id.clone();
-        let creating = self.create(&state, &definition, Some(workflow), fresh)?;
-        let (live, started) = self.drive_new(state, graph, now, creating)?;
-        // Queued behind the start: the actor answers once the run has settled.
-        let (tx, rx) = oneshot::channel();
-        let _ = live.tx.send(Msg::Wait(tx));
-        let answer = rx.await;
-        // Answered by now, or a moment after a run that settled in its first transition.
-        self.start_answered(started).await?;
-        match answer {
+        let (waiter, answer) = oneshot::channel();
+        let run_id = self
+            .start_workflow(workflow, input, run_id, Launch::DriveAndWait(waiter))
+            .await?;
+        match answer.await {
             Ok(answer) => answer,
+            // Its actor went away without answering: the store has the final word.
             Err(_) => self.wait_stored(&run_id).await,
         }
     }
@@ -603,13 +599,21 @@ impl Runtime {
                 at: now,
             },
         )?;
-        self.launch(state, graph, &definition, workflow, now, true, fresh)
-            .await
+        self.launch(
+            state,
+            graph,
+            &definition,
+            workflow,
+            now,
+            Launch::Drive,
+            fresh,
+        )
+        .await
     }
 
     /// Stores a new run (its summary, definition, the components of `workflow` and its first
-    /// state) and drives it, or with `drive` false leaves it to the store's other processes
-    /// (`fresh`: its id was made here, [`NewRun::fresh_id`]);
+    /// state) and does with it what `then` says (`fresh`: its id was made here,
+    /// [`NewRun::fresh_id`]);
     /// returns its id once the run is on disk (S100). A driven run's creation is made durable
     /// by the fsync of its first transition, which the log holds after it: one fsync, not two,
     /// before a run alone issues its first step.
@@ -621,51 +625,12 @@ impl Runtime {
         definition: &Definition,
         workflow: Option<&LoadedWorkflow>,
         now: engine::Millis,
-        drive: bool,
+        then: Launch,
         fresh: bool,
     ) -> Result<String, RuntimeError> {
         let run_id = state.run_id.clone();
-        let creating = self.create(&state, definition, workflow, fresh)?;
-        if !drive {
-            self.durable().await?;
-            drop(creating);
-            // Pending and nobody's: a worker starts it (S101 recovers a pending run by
-            // starting it).
-            self.inner
-                .store
-                .release(&run_id)
-                .map_err(|e| self.write_failed(e))?;
-            return Ok(run_id);
-        }
-        let (_, started) = self.drive_new(state, graph, now, creating)?;
-        self.start_answered(started).await.map(|()| run_id)
-    }
-
-    /// The actor's answer to a new run's start: Ok once its creation is durable.
-    async fn start_answered(
-        &self,
-        started: oneshot::Receiver<Result<(), RuntimeError>>,
-    ) -> Result<(), RuntimeError> {
-        match started.await {
-            Ok(durable) => durable,
-            // The actor went away without answering (it failed while starting the run and
-            // ended it failed): the creation is made durable here.
-            Err(_) => self.durable().await,
-        }
-    }
-
-    /// Stores new run `state` (its summary, definition, the components of `workflow` and its
-    /// first state), not yet durable: listings leave it out while the returned guard lives.
-    fn create(
-        &self,
-        state: &RunState,
-        definition: &Definition,
-        workflow: Option<&LoadedWorkflow>,
-        fresh: bool,
-    ) -> Result<Creating, RuntimeError> {
-        let run_id = &state.run_id;
-        let snapshot = serde_json::to_vec(state).map_err(|e| encode_failed(run_id, e))?;
-        let creating = Creating::new(self, run_id);
+        let snapshot = serde_json::to_vec(&state).map_err(|e| encode_failed(&run_id, e))?;
+        let creating = Creating::new(self, &run_id);
         let plugin_bytes: Vec<(&str, &[u8])> = workflow
             .into_iter()
             .flat_map(|w| &w.plugins)
@@ -674,25 +639,28 @@ impl Runtime {
         self.inner
             .store
             .create_run(NewRun {
-                summary: &summary(state),
+                summary: &summary(&state),
                 definition,
                 plugins: &plugin_bytes,
                 base: &snapshot,
                 fresh_id: fresh,
             })
             .map_err(|e| self.write_failed(e))?;
-        Ok(creating)
-    }
-
-    /// Drives the new run `state` just stored: its actor, asked to start it at `now`; the
-    /// answer comes once the run's creation is durable, with its first transition.
-    fn drive_new(
-        &self,
-        state: RunState,
-        graph: Arc<Graph>,
-        now: engine::Millis,
-        creating: Creating,
-    ) -> Result<(LiveRun, oneshot::Receiver<Result<(), RuntimeError>>), RuntimeError> {
+        let waiter = match then {
+            Launch::Drive => None,
+            Launch::DriveAndWait(waiter) => Some(waiter),
+            Launch::Submit => {
+                self.durable().await?;
+                drop(creating);
+                // Pending and nobody's: a worker starts it (S101 recovers a pending run by
+                // starting it).
+                self.inner
+                    .store
+                    .release(&run_id)
+                    .map_err(|e| self.write_failed(e))?;
+                return Ok(run_id);
+            }
+        };
         let live = self.spawn(state, graph, Position::FRESH)?;
         let (reply, started) = oneshot::channel();
         let _ = live.tx.send(Msg::Start {
@@ -700,7 +668,16 @@ impl Runtime {
             reply,
             creating,
         });
-        Ok((live, started))
+        if let Some(waiter) = waiter {
+            // Queued behind the start: the actor answers once the run has settled.
+            let _ = live.tx.send(Msg::Wait(waiter));
+        }
+        match started.await {
+            Ok(durable) => durable.map(|()| run_id),
+            // The actor went away without answering (it failed while starting the run and
+            // ended it failed): the creation is made durable here.
+            Err(_) => self.durable().await.map(|()| run_id),
+        }
     }
 
     /// Whether more runs driven here have an invocation in flight than
@@ -1411,6 +1388,16 @@ fn new_run_id(given: Option<String>) -> Result<NewId, RuntimeError> {
     }
 }
 
+/// What [`Runtime::launch`] does with a new run once it is stored.
+enum Launch {
+    /// Leaves it to the store's other processes: a worker starts it.
+    Submit,
+    /// Drives it here.
+    Drive,
+    /// Drives it here, this waiter queued behind its start ([`Msg::Wait`]).
+    DriveAndWait(Waiter),
+}
+
 /// A new run's id, and whether it was made here ([`NewRun::fresh_id`]).
 struct NewId {
     run_id: String,
@@ -1520,19 +1507,6 @@ fn encode_failed(run: &str, e: impl std::fmt::Display) -> RuntimeError {
         run: run.into(),
         message: e.to_string(),
     }
-}
-
-/// A new run of `workflow`: its id (`run_id`, checked, or a new one), and the workflow's graph
-/// and definition as its runs share them.
-fn new_run_of(
-    workflow: &LoadedWorkflow,
-    run_id: Option<String>,
-) -> Result<(NewId, Arc<Graph>, Arc<Definition>), RuntimeError> {
-    let new = new_run_id(run_id)?;
-    let (graph, definition) = workflow
-        .shared()
-        .map_err(|e| encode_failed(&new.run_id, e))?;
-    Ok((new, graph, definition))
 }
 
 fn summary(state: &RunState) -> RunSummary {

@@ -67,7 +67,7 @@ impl WorkflowTool {
                     run_id: child.clone(),
                     fresh: false,
                 },
-                true,
+                super::Launch::Drive,
             )
             .await
         {
