@@ -300,49 +300,82 @@ fn run_key(kind: u8, id: &str) -> Vec<u8> {
     k
 }
 
-#[test]
-fn a_run_suspended_in_format_3_resumes_once_its_home_is_marked_4() {
-    // Format 3 kept a run's definition digest (`d`) and first state (`b`) apart; format 4 puts
-    // them in one value (`f`). Sled only: the layout is sled's.
-    let dir = Dir::sled();
-    std::fs::copy(weft_guests::TESTKIT, dir.dir.path().join("kit.wasm")).expect("copy");
-    let wf = dir.file("ask.yaml", ASK);
-    let out = dir.weft(&["run", wf.to_str().expect("utf-8"), "--run-id", "r1"]);
-    assert_eq!(out.code, 3, "{out:?}");
-    {
-        // Rewrite the run as format 3 wrote it.
-        let db = sled::open(dir.home().join("db")).expect("open the database directly");
-        let tree = db.open_tree("weft").expect("tree");
-        let first = tree
-            .remove(run_key(b'f', "r1"))
-            .expect("read")
-            .expect("a format 4 run has its first value");
-        let len = u32::from_be_bytes(first[..4].try_into().expect("4 bytes")) as usize;
-        assert_eq!(len, 64, "a sha256 in hex");
-        tree.insert(run_key(b'd', "r1"), &first[4..4 + len])
-            .expect("digest");
-        tree.insert(run_key(b'b', "r1"), &first[4 + len..])
-            .expect("base");
-        db.insert("weft-store-format", &b"3"[..]).expect("marker");
-        db.flush().expect("flush");
+/// Takes run `id`'s first value out of the head of its first chunk of records, where format 5
+/// keeps it (`store::keys::FIRST_AT`), leaving its records as an older format held them. A chunk
+/// (`store::chunk`) is `1 | count u32 | (seq u64 | sub u32 | len u32 | bytes)*`, stored under its
+/// first record's key; a record alone is its bytes.
+fn take_first_value(tree: &sled::Tree, id: &str) -> Vec<u8> {
+    let u32_at =
+        |b: &[u8], i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes")) as usize;
+    let record_key = |at: &[u8]| [run_key(b't', id), at.to_vec()].concat();
+    let v = tree
+        .remove(record_key(&[0; 12]))
+        .expect("read")
+        .expect("a format 5 run has its first value at record (0, 0)");
+    if v[0] != 1 {
+        return v.to_vec();
     }
-    let out = dir.weft(&["resume", "r1", "--data", r#"{"ok":true}"#, "--json"]);
-    assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.json()["status"], "success", "{out:?}");
-    assert_eq!(
-        out.json()["steps"]["after"]["output"]["resumed"]["ok"],
-        true
-    );
-    // A re-run reads the definition through the format 3 key too.
-    let out = dir.weft(&["run", "--from-step", "after", "--of", "r1", "--json"]);
-    assert_eq!(out.code, 0, "{out:?}");
-    let db = sled::open(dir.home().join("db")).expect("open the database directly");
-    let marker = db.get("weft-store-format").expect("read").expect("marked");
-    assert_eq!(
-        &marker[..],
-        weft::store::STORE_FORMAT.to_string().as_bytes()
-    );
-    assert_eq!(&marker[..], b"4");
+    let (count, len) = (u32_at(&v, 1), u32_at(&v, 17));
+    let rest = &v[21 + len..];
+    let value = if count == 2 {
+        rest[16..16 + u32_at(rest, 12)].to_vec()
+    } else {
+        let count = u32::try_from(count - 1).expect("small").to_be_bytes();
+        [&[1][..], &count, rest].concat()
+    };
+    tree.insert(record_key(&rest[..12]), value)
+        .expect("records");
+    v[21..21 + len].to_vec()
+}
+
+#[test]
+fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() {
+    // Format 3 kept a run's definition digest (`d`) and first state (`b`) apart; format 4 put
+    // them in one value (`f`); format 5 keeps that value among the run's records. Sled only:
+    // the layout is sled's.
+    for format in [3, 4] {
+        let dir = Dir::sled();
+        std::fs::copy(weft_guests::TESTKIT, dir.dir.path().join("kit.wasm")).expect("copy");
+        let wf = dir.file("ask.yaml", ASK);
+        let out = dir.weft(&["run", wf.to_str().expect("utf-8"), "--run-id", "r1"]);
+        assert_eq!(out.code, 3, "{out:?}");
+        {
+            // Rewrite the run as the older format wrote it.
+            let db = sled::open(dir.home().join("db")).expect("open the database directly");
+            let tree = db.open_tree("weft").expect("tree");
+            let first = take_first_value(&tree, "r1");
+            if format == 4 {
+                tree.insert(run_key(b'f', "r1"), first).expect("first");
+            } else {
+                let len = u32::from_be_bytes(first[..4].try_into().expect("4 bytes")) as usize;
+                assert_eq!(len, 64, "a sha256 in hex");
+                tree.insert(run_key(b'd', "r1"), &first[4..4 + len])
+                    .expect("digest");
+                tree.insert(run_key(b'b', "r1"), &first[4 + len..])
+                    .expect("base");
+            }
+            db.insert("weft-store-format", format.to_string().as_bytes())
+                .expect("marker");
+            db.flush().expect("flush");
+        }
+        let out = dir.weft(&["resume", "r1", "--data", r#"{"ok":true}"#, "--json"]);
+        assert_eq!(out.code, 0, "format {format}: {out:?}");
+        assert_eq!(out.json()["status"], "success", "{out:?}");
+        assert_eq!(
+            out.json()["steps"]["after"]["output"]["resumed"]["ok"],
+            true
+        );
+        // A re-run reads the definition through the older format's key too.
+        let out = dir.weft(&["run", "--from-step", "after", "--of", "r1", "--json"]);
+        assert_eq!(out.code, 0, "format {format}: {out:?}");
+        let db = sled::open(dir.home().join("db")).expect("open the database directly");
+        let marker = db.get("weft-store-format").expect("read").expect("marked");
+        assert_eq!(
+            &marker[..],
+            weft::store::STORE_FORMAT.to_string().as_bytes()
+        );
+        assert_eq!(&marker[..], b"5");
+    }
 }
 
 #[tokio::test]

@@ -8,9 +8,13 @@ use super::RecordKey;
 
 /// The latest snapshot of a run.
 pub const SNAPSHOT: u8 = b's';
-/// The digest of a run's definition (the definition itself is a blob) and its first state, in
-/// one value: `len(digest) as u32 BE | digest | first state` (format 4, [`first`]).
+/// The run's first value (its definition digest and first state, [`first`]) under a key of its
+/// own, as format 4 stored it; format 5 stores it as the run's record at [`FIRST_AT`].
 pub const FIRST: u8 = b'f';
+/// Where format 5 keeps a run's first value among its records: before all of them (a record's
+/// seq is at least 1), so a checkpoint writes it into sled with the run's first records, as one
+/// chunk, rather than with an insert of its own.
+pub const FIRST_AT: RecordKey = (0, 0);
 /// The first state of a run written before format 4.
 pub const BASE: u8 = b'b';
 /// The digest of a run's definition written before format 4.
@@ -31,7 +35,8 @@ pub fn key(kind: u8, id: &str) -> Vec<u8> {
     k
 }
 
-/// The value of a run's [`FIRST`] entry.
+/// A run's first value: `len(digest) as u32 BE | digest | first state`, the digest naming the
+/// definition's blob.
 pub fn first(digest: &str, base: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(4 + digest.len() + base.len());
     // A digest is 64 hex digits; saturate anyway, and the value reads back as damaged.
@@ -42,7 +47,7 @@ pub fn first(digest: &str, base: &[u8]) -> Vec<u8> {
     v
 }
 
-/// The definition digest and the first state of a [`FIRST`] value; `None` when it is damaged.
+/// The definition digest and the first state of a run's first value; `None` when it is damaged.
 pub fn split_first(v: &[u8]) -> Option<(&str, &[u8])> {
     let len = u32::from_be_bytes(v.get(..4)?.try_into().ok()?) as usize;
     let digest = v.get(4..4usize.checked_add(len)?)?;

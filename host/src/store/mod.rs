@@ -98,7 +98,8 @@ pub struct RunSummary {
 }
 
 /// Where a record sits in a run's list: the `seq` of its last tracking event (of the event
-/// before it, when it holds none), then a counter that grows with every record of the run.
+/// before it, when it holds none), then a counter that grows with every record of the run. The
+/// seq is at least 1: a run's first record holds its `run-started` event.
 pub type RecordKey = (u64, u32);
 
 /// A run's definition as it is stored: the serialized graph and its sha256, the name of the

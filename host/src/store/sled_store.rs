@@ -20,8 +20,8 @@ use sled::{Db, Tree};
 use super::blobs::Blobs;
 use super::json::from_stored;
 use super::keys::{
-    self, BASE, DEFINITION, FIRST, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key, record_key,
-    split_record_key,
+    self, BASE, DEFINITION, FIRST, FIRST_AT, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key,
+    record_key, split_record_key,
 };
 use super::pending::{Pending, Table};
 use super::quiet_panic::quietly;
@@ -223,13 +223,15 @@ const FORMAT_KEY: &[u8] = b"weft-store-format";
 /// The format of the record tree this build writes. Format 1 (no marker) put the id
 /// unprefixed in keys; format 2 length-prefixes it (`store::keys`); format 3 may store several
 /// records of a run as one chunk (`store::chunk`); format 4 puts a new run's definition digest
-/// and first state in one value (`keys::FIRST`), one write fewer per run, and reads the two
-/// entries of the runs written before. A format 2 or 3 database reads as format 4 and is marked
-/// 4 when opened, so a weft that reads only an older format refuses it from then on.
-pub const STORE_FORMAT: u32 = 4;
+/// and first state in one value (`keys::FIRST`), one write fewer per run; format 5 stores that
+/// value as the run's record at `keys::FIRST_AT`, so a checkpoint writes it in the run's first
+/// chunk, one write fewer again. Runs written before are read where their format put them: a
+/// format 2, 3 or 4 database reads as format 5 and is marked 5 when opened, so a weft that
+/// reads only an older format refuses it from then on.
+pub const STORE_FORMAT: u32 = 5;
 
 /// The formats this build reads and upgrades to [`STORE_FORMAT`] when it opens a database.
-const UPGRADED_FORMATS: [u32; 2] = [2, 3];
+const UPGRADED_FORMATS: [u32; 3] = [2, 3, 4];
 
 /// The name of the tree that holds runs.
 const TREE: &str = "weft";
@@ -257,7 +259,7 @@ fn format_of(db: &Db, dir: &Path) -> Result<Option<u32>, StoreError> {
     Ok(has_runs.then_some(1))
 }
 
-/// The definition digest and first state in run `id`'s [`FIRST`] value `v` (format 4).
+/// The definition digest and first state in run `id`'s first value `v`.
 fn split_first<'v>(id: &str, v: &'v [u8]) -> Result<(&'v str, &'v [u8]), StoreError> {
     keys::split_first(v).ok_or_else(|| StoreError::Corrupt {
         key: format!("first state of {id}"),
@@ -635,6 +637,18 @@ impl Shared {
         sled_error(&self.dir, e)
     }
 
+    /// The key of run `id`'s record at `at`; refused at [`FIRST_AT`], where the run's first
+    /// value is, which no record's key reaches (a record's seq is at least 1).
+    fn record_key(id: &str, at: RecordKey) -> Result<Vec<u8>, StoreError> {
+        if at == FIRST_AT {
+            return Err(StoreError::Backend(format!(
+                "run {id}: a record cannot be stored at {at:?}, where the run's first state is \
+                 kept; this is a bug in weft, please report it"
+            )));
+        }
+        Ok(record_key(id, at))
+    }
+
     fn summary_bytes(s: &RunSummary) -> Result<Vec<u8>, StoreError> {
         serde_json::to_vec(s).map_err(|e| StoreError::Backend(e.to_string()))
     }
@@ -664,7 +678,7 @@ impl Shared {
         let mut out = std::collections::BTreeMap::new();
         let mut add = |k: &[u8], v: &[u8]| -> Result<(), StoreError> {
             for (at, bytes) in self.stored_records(&prefix, k, v)? {
-                if at >= from {
+                if at >= from && at != FIRST_AT {
                     out.insert(at, bytes);
                 }
             }
@@ -721,7 +735,25 @@ impl Shared {
                     .map(|(at, _)| *at)
             }
         };
-        Ok(pending.max(stored))
+        // The first value sorts before every record: last only in a run that has none.
+        Ok(pending.max(stored).filter(|at| *at != FIRST_AT))
+    }
+
+    /// Run `id`'s first value: its record at [`FIRST_AT`], pending or at the head of its first
+    /// chunk in sled; under [`FIRST`] for a run written in format 4.
+    fn first(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let k = record_key(id, FIRST_AT);
+        if let Some(v) = self.pending.get(&k) {
+            return Ok(Some(v));
+        }
+        match self.data.get(&k).map_err(|e| self.failed(e))? {
+            Some(v) => {
+                let prefix = key(RECORD, id);
+                let records = self.stored_records(&prefix, &k, &v)?;
+                Ok(records.into_iter().next().map(|(_, first)| first))
+            }
+            None => self.get(FIRST, id),
+        }
     }
 
     fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
@@ -766,13 +798,14 @@ impl Store for SledStore {
         let summary = Shared::summary_bytes(run.summary)?;
         // The summary is what makes the run exist: logged with the rest, after it.
         s.put(vec![
-            (key(FIRST, id), &keys::first(definition, run.base)),
+            (record_key(id, FIRST_AT), &keys::first(definition, run.base)),
             (key(SUMMARY, id), &summary),
         ])
     }
 
     fn append(&self, run_id: &str, at: RecordKey, record: &[u8]) -> Result<(), StoreError> {
-        self.shared.put(vec![(record_key(run_id, at), record)])
+        self.shared
+            .put(vec![(Shared::record_key(run_id, at)?, record)])
     }
 
     /// The record, the snapshot and the summary go into the log as one write.
@@ -786,7 +819,7 @@ impl Store for SledStore {
     ) -> Result<(), StoreError> {
         let summary = summary.map(Shared::summary_bytes).transpose()?;
         let mut writes = Vec::with_capacity(3);
-        writes.push((record_key(run_id, at), record));
+        writes.push((Shared::record_key(run_id, at)?, record));
         if let Some(snapshot) = snapshot {
             writes.push((key(SNAPSHOT, run_id), snapshot));
         }
@@ -836,7 +869,7 @@ impl Store for SledStore {
 
     fn base(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         // A run written before format 4 has its first state alone.
-        let Some(mut v) = self.shared.get(FIRST, run_id)? else {
+        let Some(mut v) = self.shared.first(run_id)? else {
             return self.shared.get(BASE, run_id);
         };
         let start = v.len() - split_first(run_id, &v)?.1.len();
@@ -845,7 +878,7 @@ impl Store for SledStore {
     }
 
     fn definition(&self, run_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let digest = match self.shared.get(FIRST, run_id)? {
+        let digest = match self.shared.first(run_id)? {
             Some(v) => split_first(run_id, &v)?.0.to_owned(),
             // A run written before format 4 has its digest alone.
             None => match self.shared.get(DEFINITION, run_id)? {
@@ -962,6 +995,72 @@ mod tests {
         // A clean close leaves no log behind.
         drop(store);
         assert!(wal::segments(&home.join("wal")).expect("list").is_empty());
+    }
+
+    #[test]
+    fn a_runs_first_value_goes_into_sled_in_its_first_chunk_and_reads_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        let store = SledStore::open(&home, 8).expect("open");
+        let definition = super::super::Definition::new(b"{\"graph\":1}".to_vec());
+        for (id, base) in [("r", &b"{\"s\":1}"[..]), ("empty", &b"{\"s\":2}"[..])] {
+            let summary = summary(id);
+            let run = NewRun {
+                summary: &summary,
+                definition: &definition,
+                plugins: &[],
+                base,
+                fresh_id: true,
+            };
+            store.create_run(run).expect("create");
+        }
+        store.append("r", (1, 0), &record(1)).expect("append");
+        store.append("r", (2, 1), &record(2)).expect("append");
+        // A record where the first value is would overwrite it: refused, nothing written.
+        let refused = store.append("r", FIRST_AT, &record(0));
+        assert!(
+            matches!(refused, Err(StoreError::Backend(_))),
+            "{refused:?}"
+        );
+        let reads_back = |store: &SledStore| {
+            assert_eq!(store.base("r").expect("base"), Some(b"{\"s\":1}".to_vec()));
+            assert_eq!(
+                store.base("empty").expect("base"),
+                Some(b"{\"s\":2}".to_vec())
+            );
+            let graph = store.definition("r").expect("definition");
+            assert_eq!(graph.as_deref(), Some(definition.bytes()));
+            assert_eq!(
+                keys(&store.records("r", (0, 0)).expect("records")),
+                vec![1, 2]
+            );
+            assert!(store.records("empty", (0, 0)).expect("records").is_empty());
+            assert_eq!(store.last_record("r").expect("last"), Some((2, 1)));
+            assert_eq!(store.last_record("empty").expect("last"), None);
+        };
+        reads_back(&store);
+        Store::checkpoint(&store).expect("checkpoint");
+        // In sled: one chunk for the first value and the records, no entry of its own.
+        let data = &store.shared.data;
+        assert_eq!(data.scan_prefix(key(RECORD, "r")).count(), 1);
+        assert_eq!(data.scan_prefix([FIRST]).count(), 0);
+        reads_back(&store);
+        drop(store);
+        let store = SledStore::open(&home, 8).expect("open again");
+        reads_back(&store);
+        // A run written in format 4 keeps its first value under a key of its own.
+        let old = keys::first(definition.digest(), b"{\"s\":3}");
+        store
+            .shared
+            .data
+            .insert(key(FIRST, "old"), old)
+            .expect("insert");
+        assert_eq!(
+            store.base("old").expect("base"),
+            Some(b"{\"s\":3}".to_vec())
+        );
+        let graph = store.definition("old").expect("definition");
+        assert_eq!(graph.as_deref(), Some(definition.bytes()));
     }
 
     /// A home under `dir` whose store was created and closed cleanly.
