@@ -3,7 +3,8 @@
 //!
 //! A chunk is stored under the key of its first record and is `CHUNK | count: u32 BE |
 //! (seq: u64 BE | sub: u32 BE | len: u32 BE | bytes)*`. A record stored alone is its bytes, as before chunks
-//! existed; a record is JSON and never starts with [`CHUNK`].
+//! existed; a record is JSON and never starts with [`CHUNK`], nor does a run's first value
+//! kept among its records (`keys::first`: it starts with a digest's length, 64, as a u32 BE).
 
 use super::RecordKey;
 
