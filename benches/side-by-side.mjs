@@ -11,7 +11,9 @@
 // Both sides run every scenario with 1 and with 64 runs in flight, alternately, N rounds each
 // (default 3), and the table compares medians: weft's durable, sandboxed steps (fsync on)
 // against the peer at its best of 1 and 64, in memory and on its durable store; weft's p50
-// latency of one run alone against the peer's. Run it on a quiet machine, or under
+// latency of one run alone against the peer's. A second table gives the in-memory ratio of
+// each round alone (each side at its best of 1 and 64 in that round), so the spread between
+// rounds shows beside the medians. Run it on a quiet machine, or under
 // `chrt -f 10` as root: the figures are only comparable when both sides see the same load.
 
 import { spawnSync } from 'node:child_process';
@@ -116,3 +118,20 @@ for (const s of SCENARIOS) {
   console.log(`| ${s.weft} | ${fmt(w1)} | ${fmt(w64)} | ${fmt(mem)} | ${ratio(w, mem)} | ${fmt(durable)} | ${ratio(w, durable)} | ${ratio(floor, w)} | ${lat} |`);
 }
 console.log(`| floor | | ${fmt(floor)} | | | | | 1.00× | |`);
+
+// The in-memory ratio of each round alone: both sides measured minutes apart, at their best.
+const inRound = (side, scenario, round) =>
+  Math.max(...IN_FLIGHT.map((n) => samples[side][n]?.[scenario]?.[round]?.steps_per_s ?? 0));
+console.log('');
+console.log('| scenario | ratio to the peer in memory, round by round | lowest |');
+console.log('|---|---|---|');
+for (const s of SCENARIOS) {
+  const ratios = [];
+  for (let round = 0; round < repeat; round++) {
+    const w = inRound('weft', s.weft, round);
+    const p = inRound('peer', s.mem, round);
+    if (w && p) ratios.push(w / p);
+  }
+  const low = ratios.length ? `${Math.min(...ratios).toFixed(2)}×` : '–';
+  console.log(`| ${s.weft} | ${ratios.map((r) => `${r.toFixed(2)}×`).join(', ')} | ${low} |`);
+}
