@@ -48,14 +48,31 @@ pub fn decode(at: RecordKey, value: &[u8]) -> Option<Vec<(RecordKey, Vec<u8>)>> 
     let mut rest = &rest[4..];
     let mut out = Vec::new();
     while !rest.is_empty() {
-        let seq = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
-        let sub = u32::from_be_bytes(rest.get(8..12)?.try_into().ok()?);
-        let len = u32::from_be_bytes(rest.get(12..16)?.try_into().ok()?) as usize;
-        let bytes = rest.get(16..16usize.checked_add(len)?)?;
-        out.push(((seq, sub), bytes.to_vec()));
-        rest = &rest[16 + len..];
+        let (key, bytes, after) = entry(rest)?;
+        out.push((key, bytes.to_vec()));
+        rest = after;
     }
     (out.len() == count && out.first().map(|(k, _)| *k) == Some(at)).then_some(out)
+}
+
+/// The first record of the value stored under the record key `at`, without reading the
+/// others; `None` when it is a chunk whose first record does not read back or is not `at`'s.
+pub fn first(at: RecordKey, value: &[u8]) -> Option<&[u8]> {
+    let Some((&CHUNK, rest)) = value.split_first() else {
+        return Some(value);
+    };
+    let (key, bytes, _) = entry(rest.get(4..)?)?;
+    (key == at).then_some(bytes)
+}
+
+/// The chunk entry `rest` starts with (`seq | sub | len | bytes`): its key, its bytes, and
+/// what follows it.
+fn entry(rest: &[u8]) -> Option<(RecordKey, &[u8], &[u8])> {
+    let seq = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+    let sub = u32::from_be_bytes(rest.get(8..12)?.try_into().ok()?);
+    let len = u32::from_be_bytes(rest.get(12..16)?.try_into().ok()?) as usize;
+    let end = 16usize.checked_add(len)?;
+    Some(((seq, sub), rest.get(16..end)?, rest.get(end..)?))
 }
 
 #[cfg(test)]
@@ -78,6 +95,16 @@ mod tests {
         let expected: Vec<(RecordKey, Vec<u8>)> =
             records.iter().map(|(k, b)| (*k, b.to_vec())).collect();
         assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn the_first_record_reads_alone_from_a_chunk_or_a_lone_record() {
+        let value = encode(&[((0, 0), b"first"), ((1, 0), b"{}")]);
+        assert_eq!(first((0, 0), &value), Some(&b"first"[..]));
+        assert_eq!(first((0, 0), b"alone"), Some(&b"alone"[..]));
+        // Under another key than its first record's, or cut inside that record.
+        assert_eq!(first((1, 0), &value), None);
+        assert_eq!(first((0, 0), &value[..20]), None);
     }
 
     #[test]

@@ -740,18 +740,21 @@ impl Shared {
     }
 
     /// Run `id`'s first value: its record at [`FIRST_AT`], pending or at the head of its first
-    /// chunk in sled; under [`FIRST`] for a run written in format 4.
+    /// chunk in sled (the chunk's other records left unread); under [`FIRST`] for a run written
+    /// in format 4.
     fn first(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let k = record_key(id, FIRST_AT);
         if let Some(v) = self.pending.get(&k) {
             return Ok(Some(v));
         }
         match self.data.get(&k).map_err(|e| self.failed(e))? {
-            Some(v) => {
-                let prefix = key(RECORD, id);
-                let records = self.stored_records(&prefix, &k, &v)?;
-                Ok(records.into_iter().next().map(|(_, first)| first))
-            }
+            Some(v) => match chunk::first(FIRST_AT, &v) {
+                Some(first) => Ok(Some(first.to_vec())),
+                None => Err(StoreError::Corrupt {
+                    key: format!("first state of {id}"),
+                    message: "a chunk of records that does not read back".into(),
+                }),
+            },
             None => self.get(FIRST, id),
         }
     }
