@@ -8,12 +8,15 @@
 // (`npm ci` done there). The peer used for weft's figures is Mastra 1.71's workflow engine;
 // its bench is not part of this repository.
 //
-// Both sides run every scenario with 1 and with 64 runs in flight, alternately, N rounds each
-// (default 3), and the table compares medians: weft's durable, sandboxed steps (fsync on)
-// against the peer at its best of 1 and 64, in memory and on its durable store; weft's p50
-// latency of one run alone against the peer's. A second table gives the in-memory ratio of
-// each round alone (each side at its best of 1 and 64 in that round), so the spread between
-// rounds shows beside the medians. Run it on a quiet machine, or under
+// Both sides run every scenario with 1 and with 64 runs in flight, N rounds (default 3). Within
+// a round each scenario is measured on both sides back to back (seconds apart, the side that goes
+// first alternating between rounds), so that both figures of a ratio see the same machine: on a
+// shared VM the load moves both sides by a fifth or more over minutes. The weft bench is built
+// once and its binary run directly, so nothing is rebuilt between rounds. The table compares
+// medians: weft's durable, sandboxed steps (fsync on) against the peer at its best of 1 and 64,
+// in memory and on its durable store; weft's p50 latency of one run alone against the peer's. A
+// second table gives the in-memory ratio of each round alone (each side at its best of 1 and 64
+// in that round), their median and the lowest. Run it on a quiet machine, or under
 // `chrt -f 10` as root: the figures are only comparable when both sides see the same load.
 
 import { spawnSync } from 'node:child_process';
@@ -75,23 +78,47 @@ const add = (side, n, scenario, figures) => {
   ((samples[side][n] ??= {})[scenario] ??= []).push(figures);
 };
 
-const weftNames = [...SCENARIOS.map((s) => s.weft), 'floor'];
-const peerNames = SCENARIOS.flatMap((s) => [s.mem, s.durable].filter(Boolean));
 console.error('building the weft bench (release)...');
-run('cargo', ['bench', '--bench', 'workflows', '--no-run'], {}, root);
+const built = spawnSync('cargo', ['bench', '--bench', 'workflows', '--no-run', '--message-format=json'], {
+  cwd: root,
+  encoding: 'utf8',
+  maxBuffer: 64 << 20,
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+const weftBin = built.status === 0
+  ? jsonLines(built.stdout).find((m) => m.reason === 'compiler-artifact' && m.target?.name === 'workflows' && m.executable)?.executable
+  : undefined;
+if (!weftBin) {
+  console.error('cargo bench --bench workflows --no-run failed or named no executable');
+  process.exit(1);
+}
+
+const weftRun = (names, n) => {
+  for (const r of run(weftBin, names, { WEFT_BENCH_INFLIGHT: String(n) }, root)) {
+    add('weft', n, r.scenario, { steps_per_s: r.steps_per_s, p50_ms: r.p50_ms });
+  }
+};
+const peerRun = (names, n) => {
+  for (const r of run('node', ['bench.mjs', ...names], { BENCH_INFLIGHT: String(n) }, peerDir)) {
+    if (r.skipped || r.error) continue;
+    add('peer', n, r.scenario, { steps_per_s: r.steps_per_s, p50_ms: r.us_per_run / 1000 });
+  }
+};
 for (let round = 1; round <= repeat; round++) {
-  for (const n of IN_FLIGHT) {
-    console.error(`round ${round}/${repeat}, ${n} in flight: weft`);
-    for (const r of run('cargo', ['bench', '--bench', 'workflows', '--', ...weftNames],
-      { WEFT_BENCH_INFLIGHT: String(n) }, root)) {
-      add('weft', n, r.scenario, { steps_per_s: r.steps_per_s, p50_ms: r.p50_ms });
-    }
-    console.error(`round ${round}/${repeat}, ${n} in flight: peer`);
-    for (const r of run('node', ['bench.mjs', ...peerNames], { BENCH_INFLIGHT: String(n) }, peerDir)) {
-      if (r.skipped || r.error) continue;
-      add('peer', n, r.scenario, { steps_per_s: r.steps_per_s, p50_ms: r.us_per_run / 1000 });
+  for (const s of SCENARIOS) {
+    const peer = [s.mem, s.durable].filter(Boolean);
+    for (const n of IN_FLIGHT) {
+      console.error(`round ${round}/${repeat}, ${s.weft}, ${n} in flight`);
+      if (round % 2 === 1) {
+        weftRun([s.weft], n);
+        peerRun(peer, n);
+      } else {
+        peerRun(peer, n);
+        weftRun([s.weft], n);
+      }
     }
   }
+  weftRun(['floor'], 64);
 }
 
 const fig = (side, n, scenario, key) => {
@@ -119,12 +146,12 @@ for (const s of SCENARIOS) {
 }
 console.log(`| floor | | ${fmt(floor)} | | | | | 1.00× | |`);
 
-// The in-memory ratio of each round alone: both sides measured minutes apart, at their best.
+// The in-memory ratio of each round alone: both sides measured seconds apart, at their best.
 const inRound = (side, scenario, round) =>
   Math.max(...IN_FLIGHT.map((n) => samples[side][n]?.[scenario]?.[round]?.steps_per_s ?? 0));
 console.log('');
-console.log('| scenario | ratio to the peer in memory, round by round | lowest |');
-console.log('|---|---|---|');
+console.log('| scenario | ratio to the peer in memory, round by round | median | lowest |');
+console.log('|---|---|---|---|');
 for (const s of SCENARIOS) {
   const ratios = [];
   for (let round = 0; round < repeat; round++) {
@@ -132,6 +159,8 @@ for (const s of SCENARIOS) {
     const p = inRound('peer', s.mem, round);
     if (w && p) ratios.push(w / p);
   }
-  const low = ratios.length ? `${Math.min(...ratios).toFixed(2)}×` : '–';
-  console.log(`| ${s.weft} | ${ratios.map((r) => `${r.toFixed(2)}×`).join(', ')} | ${low} |`);
+  const x = (r) => `${r.toFixed(2)}×`;
+  const mid = ratios.length ? x(median(ratios)) : '–';
+  const low = ratios.length ? x(Math.min(...ratios)) : '–';
+  console.log(`| ${s.weft} | ${ratios.map(x).join(', ')} | ${mid} | ${low} |`);
 }
