@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use serde::Deserialize;
+
 use crate::engine::Graph;
 use crate::engine::model::{MODEL_PLUGIN, PluginRef, WORKFLOW_TOOL_PLUGIN};
 use crate::executor::{PluginStep, StepExecutor};
@@ -96,7 +98,7 @@ impl Executors {
             executors: self.clone(),
             graph,
             plugins: Mutex::new(HashMap::new()),
-            contained: Mutex::new(HashMap::new()),
+            sandboxes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -121,8 +123,9 @@ pub struct RunExecutors {
     executors: Executors,
     graph: Arc<Graph>,
     plugins: Mutex<HashMap<String, Arc<dyn StepExecutor>>>,
-    /// Whether each plugin key asked about so far is contained (see [`RunExecutors::contained`]).
-    contained: Mutex<HashMap<String, bool>>,
+    /// Each plugin key's sandbox as parsed the first time the run asked about that key (by
+    /// [`RunExecutors::contained`] or [`RunExecutors::resolve`]), or why it does not parse.
+    sandboxes: Mutex<HashMap<String, Result<Arc<Sandbox>, String>>>,
 }
 
 impl RunExecutors {
@@ -139,12 +142,26 @@ impl RunExecutors {
         let Some(plugin) = self.graph.plugins.get(key) else {
             return false;
         };
-        if let Some(&known) = lock(&self.contained).get(key) {
-            return known;
-        }
-        let contained = sandbox(key, plugin).is_ok_and(|s| !s.reaches_out());
-        lock(&self.contained).insert(key.to_owned(), contained);
-        contained
+        self.sandbox(key, plugin).is_ok_and(|s| !s.reaches_out())
+    }
+
+    /// The sandbox the graph gives plugin key `key`, parsed once per run.
+    fn sandbox(&self, key: &str, plugin: &PluginRef) -> Result<Arc<Sandbox>, Unresolved> {
+        let mut sandboxes = lock(&self.sandboxes);
+        let parsed = match sandboxes.get(key) {
+            Some(parsed) => parsed.clone(),
+            None => {
+                let parsed = Sandbox::deserialize(&plugin.sandbox)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string());
+                sandboxes.insert(key.to_owned(), parsed.clone());
+                parsed
+            }
+        };
+        parsed.map_err(|message| Unresolved::Sandbox {
+            key: key.to_owned(),
+            message,
+        })
     }
 
     /// The executor of step `step` of plugin key `key` (an [`Invoke`](crate::engine::Invoke)'s
@@ -188,7 +205,7 @@ impl RunExecutors {
                 if let Some(executor) = lock(&self.plugins).get(key) {
                     return Ok(executor.clone());
                 }
-                let sandbox = Arc::new(sandbox(key, plugin)?);
+                let sandbox = self.sandbox(key, plugin)?;
                 let plugin = self.executors.plugin(&plugin.digest).await?;
                 let executor: Arc<dyn StepExecutor> = Arc::new(PluginStep::new(plugin, sandbox));
                 lock(&self.plugins).insert(key.to_owned(), executor.clone());
@@ -199,14 +216,6 @@ impl RunExecutors {
             }),
         }
     }
-}
-
-/// The sandbox the graph gives plugin key `key`.
-fn sandbox(key: &str, plugin: &PluginRef) -> Result<Sandbox, Unresolved> {
-    serde_json::from_value(plugin.sandbox.clone()).map_err(|e| Unresolved::Sandbox {
-        key: key.to_owned(),
-        message: e.to_string(),
-    })
 }
 
 #[cfg(test)]
