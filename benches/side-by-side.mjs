@@ -79,17 +79,11 @@ const add = (side, n, scenario, figures) => {
 };
 
 console.error('building the weft bench (release)...');
-const built = spawnSync('cargo', ['bench', '--bench', 'workflows', '--no-run', '--message-format=json'], {
-  cwd: root,
-  encoding: 'utf8',
-  maxBuffer: 64 << 20,
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const weftBin = built.status === 0
-  ? jsonLines(built.stdout).find((m) => m.reason === 'compiler-artifact' && m.target?.name === 'workflows' && m.executable)?.executable
-  : undefined;
+const weftBin = run('cargo', ['bench', '--bench', 'workflows', '--no-run', '--message-format=json'], {}, root)
+  .find((m) => m.reason === 'compiler-artifact' && m.target?.name === 'workflows' && m.executable)
+  ?.executable;
 if (!weftBin) {
-  console.error('cargo bench --bench workflows --no-run failed or named no executable');
+  console.error('cargo bench --bench workflows --no-run named no executable');
   process.exit(1);
 }
 
