@@ -46,8 +46,14 @@ pub(crate) struct Metrics {
     on_run_task: Counter,
     transitions: Counter,
     syncs: Counter,
-    step_seconds: Family<OutcomeLabel, Histogram, fn() -> Histogram>,
+    /// The latency histogram of each outcome, in the order of [`OUTCOMES`]: kept rather than
+    /// looked up in their family (under its lock) at every invocation. All of them show from
+    /// the start, at zero until an invocation ends so.
+    step_seconds: [Histogram; OUTCOMES.len()],
 }
+
+/// Every outcome an invocation's latency is labelled with (see [`outcome`]).
+const OUTCOMES: [&str; 5] = ["success", "suspended", "bail", "tripwire", "failed"];
 
 impl Metrics {
     /// Fresh counters, registered.
@@ -60,10 +66,9 @@ impl Metrics {
         let on_run_task = Counter::default();
         let transitions = Counter::default();
         let syncs = Counter::default();
-        let step_seconds =
-            Family::<OutcomeLabel, Histogram, fn() -> Histogram>::new_with_constructor(
-                latency_histogram,
-            );
+        let family = Family::<OutcomeLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram,
+        );
         registry.register("runs", "Stored runs by status", runs.clone());
         registry.register(
             "runs_driven",
@@ -95,10 +100,12 @@ impl Metrics {
             "Syncs (fsyncs) of the store that this process's transitions waited for; transitions of runs in flight share them",
             syncs.clone(),
         );
+        let step_seconds =
+            OUTCOMES.map(|outcome| family.get_or_create(&OutcomeLabel { outcome }).clone());
         registry.register(
             "step_duration_seconds",
             "Time from a step invocation's start to its end, by outcome",
-            step_seconds.clone(),
+            family,
         );
         Metrics {
             registry: Mutex::new(registry),
@@ -137,11 +144,7 @@ impl Metrics {
     /// A step invocation ended with `result` after `took`.
     pub(crate) fn invocation_ended(&self, result: &InvocationResult, took: Duration) {
         self.in_flight.dec();
-        self.step_seconds
-            .get_or_create(&OutcomeLabel {
-                outcome: outcome(result),
-            })
-            .observe(took.as_secs_f64());
+        self.step_seconds[outcome_index(result)].observe(took.as_secs_f64());
     }
 
     /// A transition was stored.
@@ -193,11 +196,62 @@ impl Drop for DrivenGuard {
 
 /// The outcome of an invocation, as a label and a span attribute.
 pub(crate) fn outcome(result: &InvocationResult) -> &'static str {
+    OUTCOMES[outcome_index(result)]
+}
+
+/// The place of an invocation's outcome in [`OUTCOMES`].
+fn outcome_index(result: &InvocationResult) -> usize {
     match &result.outcome {
-        Ok(StepOutcome::Done(_)) => "success",
-        Ok(StepOutcome::Suspend { .. }) => "suspended",
-        Ok(StepOutcome::Bail(_)) => "bail",
-        Err(f) if f.tripwire.is_some() => "tripwire",
-        Err(_) => "failed",
+        Ok(StepOutcome::Done(_)) => 0,
+        Ok(StepOutcome::Suspend { .. }) => 1,
+        Ok(StepOutcome::Bail(_)) => 2,
+        Err(f) if f.tripwire.is_some() => 3,
+        Err(_) => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::invocation::StepFailure;
+    use serde_json::json;
+
+    fn count(text: &str, outcome: &str) -> Option<u64> {
+        let name = format!("weft_step_duration_seconds_count{{outcome=\"{outcome}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(name.as_str()))
+            .and_then(|n| n.parse().ok())
+    }
+
+    #[test]
+    fn each_outcome_is_counted_under_its_own_label_and_shows_from_the_start() {
+        let m = Metrics::new();
+        let fresh = m.render([]);
+        for o in OUTCOMES {
+            assert_eq!(count(&fresh, o), Some(0), "{o} in {fresh}");
+        }
+        let failed = InvocationResult {
+            outcome: Err(StepFailure {
+                message: "no".into(),
+                code: "step-failed".into(),
+                retryable: false,
+                details: None,
+                tripwire: None,
+            }),
+            patches: vec![],
+        };
+        let done = InvocationResult {
+            outcome: Ok(StepOutcome::Done(json!(1))),
+            patches: vec![],
+        };
+        for r in [&failed, &done, &done] {
+            m.invocation_started();
+            m.invocation_ended(r, Duration::from_millis(1));
+        }
+        let text = m.render([]);
+        assert_eq!(count(&text, "failed"), Some(1));
+        assert_eq!(count(&text, "success"), Some(2));
+        assert_eq!(count(&text, "tripwire"), Some(0));
+        assert_eq!(outcome(&failed), "failed");
     }
 }
