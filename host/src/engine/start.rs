@@ -12,6 +12,9 @@ use super::schema::Violation;
 use super::state::{FileState, RunState, RunStatus, STATE_FORMAT};
 use super::time::Millis;
 
+/// The most records a new run makes room for before its first step starts.
+const RECORDS_UP_FRONT: usize = 32;
+
 /// A new, `pending` run of `graph` (S114). `input` must already have passed
 /// [`check_run_input`]; `at` is the creation time.
 pub fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunState {
@@ -39,7 +42,9 @@ pub fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunSt
         root: Seq::new(ListRef::File(0), root.body[0], input),
         files,
         results,
-        records: IndexMap::new(),
+        // A record per entry that runs (items share their entry's): room for every entry of
+        // a small graph up front, rather than growing the map three or four times per run.
+        records: IndexMap::with_capacity(graph.entries.len().min(RECORDS_UP_FRONT)),
         next_token: 1,
         cancelling: false,
         result: None,

@@ -74,9 +74,13 @@ impl Pending {
         Ok(was < self.due_at && s.logged >= self.due_at)
     }
 
-    /// The log entries not yet written to the segment; the caller writes them.
+    /// The log entries not yet written to the segment; the caller writes them. The entries
+    /// logged next start in a buffer of the same size, so that one sync's worth of them does
+    /// not grow it again and again.
     pub fn take_unwritten(&self) -> Vec<u8> {
-        std::mem::take(&mut self.state().unwritten)
+        let mut s = self.state();
+        let room = Vec::with_capacity(s.unwritten.len());
+        std::mem::replace(&mut s.unwritten, room)
     }
 
     /// Puts back entries taken with [`Pending::take_unwritten`] that could not be written,
