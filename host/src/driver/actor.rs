@@ -127,6 +127,9 @@ pub struct Actor {
     span: tracing::Span,
     /// Counts the run as driven while the actor lives.
     _driven: super::metrics::DrivenGuard,
+    /// The size of the last record encoded: the next one starts with room for about as much,
+    /// rather than growing its buffer from nothing.
+    record_len: usize,
 }
 
 /// Where a run's stored records stand when an actor takes the run up: the key its next record
@@ -192,6 +195,7 @@ impl Actor {
             waiters: Vec::new(),
             span,
             _driven,
+            record_len: 0,
         }
     }
 
@@ -586,11 +590,16 @@ impl Actor {
             self.at.next_sub,
         );
         self.at.next_sub += 1;
-        let bytes = serde_json::to_vec(&RecordOut {
-            log: event,
-            events: stored,
-        })
+        let mut bytes = Vec::with_capacity(self.record_len + self.record_len / 4);
+        serde_json::to_writer(
+            &mut bytes,
+            &RecordOut {
+                log: event,
+                events: stored,
+            },
+        )
         .map_err(run)?;
+        self.record_len = bytes.len();
         let rt = &self.rt;
         let min = rt.inner.config.snapshot_min_bytes;
         let snap = if self.at.since_snapshot + bytes.len() >= self.at.snapshot_len.max(min) {
