@@ -127,10 +127,14 @@ pub struct Actor {
     span: tracing::Span,
     /// Counts the run as driven while the actor lives.
     _driven: super::metrics::DrivenGuard,
-    /// The size of the last record encoded: the next one starts with room for about as much,
-    /// rather than growing its buffer from nothing.
+    /// The size of the last record encoded: the next one starts with room for about as much
+    /// (up to [`RECORD_ROOM`]), rather than growing its buffer from nothing.
     record_len: usize,
 }
+
+/// The most room a record's buffer starts with: a record that carried a very large output
+/// does not make the next ones start as large.
+const RECORD_ROOM: usize = 64 << 10;
 
 /// Where a run's stored records stand when an actor takes the run up: the key its next record
 /// gets, and how far its records are past its last snapshot.
@@ -590,7 +594,8 @@ impl Actor {
             self.at.next_sub,
         );
         self.at.next_sub += 1;
-        let mut bytes = Vec::with_capacity(self.record_len + self.record_len / 4);
+        let room = self.record_len.min(RECORD_ROOM);
+        let mut bytes = Vec::with_capacity(room + room / 4);
         serde_json::to_writer(
             &mut bytes,
             &RecordOut {

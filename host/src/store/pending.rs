@@ -10,6 +10,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::StoreError;
 use super::wal;
 
+/// The most room a new buffer of unwritten log entries starts with: one sync that carried a
+/// very large value does not make every later buffer as large.
+const UNWRITTEN_ROOM: usize = 1 << 20;
+
 /// Keys to values, in sled's key order.
 pub type Table = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -75,11 +79,11 @@ impl Pending {
     }
 
     /// The log entries not yet written to the segment; the caller writes them. The entries
-    /// logged next start in a buffer of the same size, so that one sync's worth of them does
-    /// not grow it again and again.
+    /// logged next start in a buffer of the same size (up to [`UNWRITTEN_ROOM`]), so that one
+    /// sync's worth of them does not grow it again and again.
     pub fn take_unwritten(&self) -> Vec<u8> {
         let mut s = self.state();
-        let room = Vec::with_capacity(s.unwritten.len());
+        let room = Vec::with_capacity(s.unwritten.len().min(UNWRITTEN_ROOM));
         std::mem::replace(&mut s.unwritten, room)
     }
 
