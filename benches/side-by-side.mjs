@@ -144,17 +144,22 @@ console.log(`| floor | | ${fmt(floor)} | | | | | 1.00× | |`);
 const inRound = (side, scenario, round) =>
   Math.max(...IN_FLIGHT.map((n) => samples[side][n]?.[scenario]?.[round]?.steps_per_s ?? 0));
 console.log('');
-console.log('| scenario | ratio to the peer in memory, round by round | median | lowest |');
+console.log('| scenario | ratio to the peer in memory, round by round (weft / peer, steps/s) | median | lowest |');
 console.log('|---|---|---|---|');
 for (const s of SCENARIOS) {
   const ratios = [];
+  const shown = [];
   for (let round = 0; round < repeat; round++) {
     const w = inRound('weft', s.weft, round);
     const p = inRound('peer', s.mem, round);
-    if (w && p) ratios.push(w / p);
+    if (w && p) {
+      ratios.push(w / p);
+      // Both sides' figures: a low round shows which of them the machine's load moved.
+      shown.push(`${(w / p).toFixed(2)}× (${fmt(w)} / ${fmt(p)})`);
+    }
   }
   const x = (r) => `${r.toFixed(2)}×`;
   const mid = ratios.length ? x(median(ratios)) : '–';
   const low = ratios.length ? x(Math.min(...ratios)) : '–';
-  console.log(`| ${s.weft} | ${ratios.map(x).join(', ')} | ${mid} | ${low} |`);
+  console.log(`| ${s.weft} | ${shown.join(', ')} | ${mid} | ${low} |`);
 }
