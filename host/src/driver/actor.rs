@@ -20,6 +20,7 @@ use super::executors::RunExecutors;
 use super::limits;
 use super::live_events::LiveEvents;
 use super::record::{RecordOut, SnapshotOut};
+use super::unpublished::{Durable, Unpublished};
 use super::unrecoverable::panic_message;
 use super::{Progress, RunRecord, Runtime, RuntimeError, StoredEvent, summary};
 use crate::engine::invocation::{InvocationResult, StepFailure};
@@ -108,7 +109,7 @@ pub struct Actor {
     working: Working,
     /// Events of transitions stored but not yet known to be durable, in order: published once
     /// a sync covers them (see [`Actor::commit`]).
-    unpublished: Vec<StoredEvent>,
+    unpublished: Unpublished,
     /// The sync under way for the first `.1` of `unpublished`, and the records before `.2`.
     syncing: Option<(Syncing, usize, u32)>,
     /// The records before this one (their key's counter, [`Position::next_sub`]) are durable.
@@ -191,7 +192,7 @@ impl Actor {
             local: FuturesUnordered::new(),
             local_ended: VecDeque::new(),
             working,
-            unpublished: Vec::new(),
+            unpublished: Unpublished::default(),
             syncing: None,
             durable_sub: at.next_sub,
             executors,
@@ -360,10 +361,8 @@ impl Actor {
         };
         self.durable_sub = self.durable_sub.max(sub);
         self.rt.committed();
-        let rest = self.unpublished.split_off(covered);
-        for ev in std::mem::replace(&mut self.unpublished, rest) {
-            self.events.send(ev);
-        }
+        let durable = self.unpublished.take_first(covered);
+        self.publish(durable);
         if !self.unpublished.is_empty() {
             self.start_syncing();
         }
@@ -562,7 +561,7 @@ impl Actor {
         // Published once a sync covers them, as a transition's are (S91): a watcher that saw
         // a seq finds it stored under that seq after a crash, never given to another event.
         // Behind the events of transitions still syncing, in seq order.
-        self.unpublished.extend(stored);
+        self.unpublished.push(stored, &self.events);
         if self.syncing.is_none() {
             self.start_syncing();
         }
@@ -764,7 +763,7 @@ impl Actor {
         let mut effects = Vec::new();
         let mut status_changed = false;
         for s in staged {
-            self.unpublished.extend(s.stored);
+            self.unpublished.push(s.stored, &self.events);
             effects.extend(s.effects);
             status_changed |= s.status_changed;
         }
@@ -831,10 +830,18 @@ impl Actor {
         }
         self.rt.committed();
         self.durable_sub = covers;
-        for ev in std::mem::take(&mut self.unpublished) {
-            self.events.send(ev);
-        }
+        let durable = self.unpublished.take_all();
+        self.publish(durable);
         Ok(())
+    }
+
+    /// Publishes events a sync made durable to the run's watchers; those staged while nobody
+    /// watched are read back from the store for a watcher that came since.
+    fn publish(&self, durable: Durable) {
+        let (store, run) = (&*self.rt.inner.store, &self.state.run_id);
+        durable.publish(&self.events, |from, through| {
+            super::stored_events(store, run, from, Some(through))
+        });
     }
 
     /// `event` as its record holds it.

@@ -4,8 +4,9 @@
 //! An event is stored before it is sent here, and a watcher subscribes before it reads the
 //! store: whichever comes first, a watcher sees every event once it dedupes by `seq`, from the
 //! store or from here. An event is sent once a sync has made it durable (S100), and the channel
-//! keeps the highest `seq` sent: the store also holds the events of a run driven here that
-//! still wait for their sync, and a watcher reads it only up to there.
+//! keeps the highest durable `seq`: the store also holds the events of a run driven here that
+//! still wait for their sync, and a watcher reads it only up to there. Events staged while
+//! nobody watched are marked durable without being kept to send (`unpublished`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

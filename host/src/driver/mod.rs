@@ -17,6 +17,7 @@ pub mod metrics;
 mod record;
 mod shared;
 mod sync;
+mod unpublished;
 mod unrecoverable;
 mod workflow_tools;
 
@@ -1030,6 +1031,9 @@ impl Runtime {
         // Subscribe before reading the store: no event falls between the two.
         let channel = self.channel(run_id);
         let mut live_rx = channel.subscribe();
+        // Paired with the actor's when it publishes (`unpublished`): either it finds this
+        // watcher subscribed and sends it the events, or this watcher finds them durable below.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         let (tx, rx) = mpsc::unbounded_channel();
         let mut next = from_seq.max(1);
         let bound = self.durable_bound(run_id, &channel);
