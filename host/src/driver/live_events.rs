@@ -67,23 +67,24 @@ impl LiveEvents {
     }
 }
 
+/// A `log` event of `seq` and nothing else, for the tests of what passes events on.
+#[cfg(test)]
+pub(super) fn event(seq: u64) -> StoredEvent {
+    StoredEvent {
+        seq,
+        run_id: "r".into(),
+        at: String::new(),
+        kind: crate::engine::EventKind::Log,
+        path: None,
+        foreach_index: None,
+        iteration: None,
+        data: serde_json::Value::Null,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::EventKind;
-
-    fn event(seq: u64) -> StoredEvent {
-        StoredEvent {
-            seq,
-            run_id: "r".into(),
-            at: String::new(),
-            kind: EventKind::Log,
-            path: None,
-            foreach_index: None,
-            iteration: None,
-            data: serde_json::Value::Null,
-        }
-    }
 
     #[test]
     fn events_sent_before_any_subscription_are_dropped_and_later_ones_arrive() {

@@ -116,20 +116,7 @@ impl Durable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::EventKind;
-
-    fn event(seq: u64) -> StoredEvent {
-        StoredEvent {
-            seq,
-            run_id: "r".into(),
-            at: String::new(),
-            kind: EventKind::Log,
-            path: None,
-            foreach_index: None,
-            iteration: None,
-            data: serde_json::Value::Null,
-        }
-    }
+    use crate::driver::live_events::event;
 
     /// The stored events `from..=through`, as the store would return them.
     fn stored(from: u64, through: u64) -> Result<Vec<StoredEvent>, String> {
