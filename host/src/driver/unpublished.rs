@@ -93,8 +93,7 @@ impl Durable {
         // subscribes, then reads the bound); one before is counted below.
         fence(Ordering::SeqCst);
         let watched = channel.receiver_count() > 0;
-        let mut entries = self.0.into_iter();
-        for entry in entries.by_ref() {
+        for entry in self.0 {
             match entry {
                 Entry::Kept(events) => events.into_iter().for_each(|e| channel.send(e)),
                 Entry::Unwatched { from, .. } if watched => {
