@@ -1,6 +1,6 @@
 //! The foreach machine: items in index order, at most `concurrency` in progress (S25–S31).
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::engine::cancel::cancel_suspended_in;
 use crate::engine::commands::EventKind;
@@ -99,32 +99,49 @@ pub(crate) fn drive_foreach(
                         );
                     }
                 }
-                Phase::Done(end) => {
-                    let end = end.clone();
-                    let mut data = json!({"index": i, "total": total});
-                    match &end {
-                        End::Success(v) => {
-                            fe.done += 1;
-                            data["status"] = json!("success");
-                            data["output"] = v.clone();
+                Phase::Done(_) => {
+                    // The item's body is done with: take its end rather than copy it.
+                    let end = match std::mem::replace(&mut fe.items[i], Item::Pending) {
+                        Item::Active {
+                            body:
+                                Seq {
+                                    phase: Phase::Done(end),
+                                    ..
+                                },
+                            ..
+                        } => end,
+                        // Not reached: matched as an active item whose body is done just above.
+                        other => {
+                            fe.items[i] = other;
+                            at += 1;
+                            continue;
                         }
-                        End::Failed(e) => {
-                            data["status"] = json!("failed");
-                            data["error"] = json!(e);
-                        }
-                        End::Bail(v) => {
-                            data["status"] = json!("success");
-                            data["output"] = v.clone();
-                        }
-                        End::Tripwire(t) => {
-                            data["status"] = json!("failed");
-                            data["tripwire"] = json!(t);
-                        }
-                        End::Cancelled => data["status"] = json!("cancelled"),
+                    };
+                    let (status, detail) = match &end {
+                        End::Success(v) | End::Bail(v) => ("success", Some(("output", v.clone()))),
+                        End::Failed(e) => ("failed", Some(("error", json!(e)))),
+                        End::Tripwire(t) => ("failed", Some(("tripwire", json!(t)))),
+                        End::Cancelled => ("cancelled", None),
+                    };
+                    if matches!(end, End::Success(_)) {
+                        fe.done += 1;
                     }
-                    data["done"] = json!(fe.done);
                     if !matches!(end, End::Cancelled) {
-                        cx.emit(frame, EventKind::StepProgress, &entry.path, data);
+                        // One map of the final size, keys in the order they are written.
+                        let mut data = Map::with_capacity(5);
+                        data.insert("index".into(), i.into());
+                        data.insert("total".into(), total.into());
+                        data.insert("status".into(), status.into());
+                        if let Some((key, value)) = detail {
+                            data.insert(key.into(), value);
+                        }
+                        data.insert("done".into(), fe.done.into());
+                        cx.emit(
+                            frame,
+                            EventKind::StepProgress,
+                            &entry.path,
+                            Value::Object(data),
+                        );
                     }
                     fe.stopped |= matches!(end, End::Failed(_) | End::Tripwire(_) | End::Bail(_));
                     fe.items[i] = Item::Done(end);
