@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 
@@ -30,7 +30,13 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> Millis {
-        chrono::Utc::now().timestamp_millis()
+        // std's count, not chrono's `Utc::now`, which works out a calendar date on the way.
+        match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(since) => Millis::try_from(since.as_millis()).unwrap_or(Millis::MAX),
+            Err(before) => {
+                Millis::try_from(before.duration().as_millis()).map_or(Millis::MIN, |ms| -ms)
+            }
+        }
     }
 
     fn sleep_until(&self, at: Millis) -> Wait {
