@@ -284,8 +284,8 @@ fn a_settled_run_writes_no_snapshot_and_reads_back_from_its_records_alike() {
 }
 
 /// A run of many transitions is snapshotted whenever the records since its last snapshot
-/// outweigh it (and `snapshot_min_bytes`): a reload folds fewer records than that, and reads as
-/// the record its waiter was given.
+/// outweigh it `snapshot_ratio` times (and `snapshot_min_bytes`): a reload folds fewer records
+/// than that, and reads as the record its waiter was given.
 #[test]
 fn a_long_run_is_snapshotted_once_its_records_outweigh_the_last_snapshot() {
     let (_dir, home, file) = home_and_workflow("count.yaml", COUNT_TO_30);
@@ -300,7 +300,7 @@ fn a_long_run_is_snapshotted_once_its_records_outweigh_the_last_snapshot() {
     let (snapshot, tail) = snapshot_and_tail(store.as_ref(), &waited.run_id);
     assert!(snapshot > 0, "no snapshot");
     assert!(
-        tail < snapshot.max(512),
+        tail < (RATIO * snapshot).max(512),
         "{tail} bytes of records after a snapshot of {snapshot}"
     );
     drop(store);
@@ -313,7 +313,8 @@ fn a_long_run_is_snapshotted_once_its_records_outweigh_the_last_snapshot() {
 
 /// A run taken up by a new runtime at every resume (a process of its own each time) counts
 /// the records it found after its snapshot toward the next one: however often it was resumed,
-/// a reload folds less than `snapshot_min_bytes` of them (or the snapshot's size).
+/// a reload folds less than `snapshot_min_bytes` of them (or `snapshot_ratio` times the
+/// snapshot's size).
 #[test]
 fn a_run_resumed_by_a_new_process_each_time_keeps_its_records_after_the_snapshot_bounded() {
     let (_dir, home, file) = home_and_workflow("again.yaml", AGAIN);
@@ -348,7 +349,7 @@ fn a_run_resumed_by_a_new_process_each_time_keeps_its_records_after_the_snapshot
     );
     let (snapshot, tail) = snapshot_and_tail(store.as_ref(), &id);
     assert!(
-        tail < snapshot.max(min),
+        tail < (RATIO * snapshot).max(min),
         "{tail} bytes of records after a snapshot of {snapshot}"
     );
 }
@@ -366,14 +367,20 @@ fn home_and_workflow(
     (dir, home, file)
 }
 
-/// `act` on a runtime over `home` (with `snapshot_min_bytes` at `min`) in a tokio runtime of
-/// its own, gone with every task after: as a process of its own would.
+/// The `snapshot_ratio` of the runtimes of [`in_a_process`].
+const RATIO: usize = 2;
+
+/// `act` on a runtime over `home` (with `snapshot_min_bytes` at `min`, `snapshot_ratio` at
+/// [`RATIO`]) in a tokio runtime of its own, gone with every task after: as a process of its
+/// own would.
 fn in_a_process<T>(
     home: &std::path::Path,
     min: usize,
     act: impl AsyncFnOnce(weft::driver::Runtime) -> T,
 ) -> T {
-    let config = crate::common::config_for(home).with_snapshot_min_bytes(min);
+    let config = crate::common::config_for(home)
+        .with_snapshot_min_bytes(min)
+        .with_snapshot_ratio(RATIO);
     tokio::runtime::Runtime::new()
         .expect("tokio")
         .block_on(async {

@@ -572,10 +572,11 @@ impl Actor {
     /// when `status_changed`.
     ///
     /// The records alone rebuild the state (the core is deterministic), so a snapshot is due
-    /// only once the records written since the last one outweigh it (and at least
+    /// only once the records written since the last one outweigh it
+    /// [`RuntimeConfig::snapshot_ratio`](crate::driver::RuntimeConfig) times (and at least
     /// [`RuntimeConfig::snapshot_min_bytes`](crate::driver::RuntimeConfig)): writing snapshots
-    /// costs at most as much as writing records, and a reload folds at most a snapshot's worth
-    /// of records. Not when the run suspends or ends: such a run is read rarely (a `show`, a
+    /// costs a fraction of writing records, and a reload folds at most that many snapshots'
+    /// worth of records. Not when the run suspends or ends: such a run is read rarely (a `show`, a
     /// resume in another process), and folding its last records then costs less than a
     /// snapshot written for every run.
     fn persist(
@@ -606,7 +607,12 @@ impl Actor {
         self.record_len = bytes.len();
         let rt = &self.rt;
         let min = rt.inner.config.snapshot_min_bytes;
-        let snap = if self.at.since_snapshot + bytes.len() >= self.at.snapshot_len.max(min) {
+        let due = (self
+            .at
+            .snapshot_len
+            .saturating_mul(rt.inner.config.snapshot_ratio.max(1)))
+        .max(min);
+        let snap = if self.at.since_snapshot + bytes.len() >= due {
             Some(
                 serde_json::to_vec(&SnapshotOut {
                     covers: at,

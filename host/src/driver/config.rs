@@ -42,10 +42,17 @@ pub struct RuntimeConfig {
     /// run's first watcher subscribes: a run nobody watches keeps no buffer.
     pub watch_buffer: usize,
     /// Record bytes written before a snapshot is due, at least (default 16 KiB). Beyond it, a
-    /// snapshot is written once the records since the last one outweigh it, so loading a run
-    /// folds at most this much, or its snapshot's size, of records. A run that suspends or ends
-    /// takes no snapshot for that: it is read rarely, and a snapshot would cost every run.
+    /// snapshot is written once the records since the last one outweigh it
+    /// [`RuntimeConfig::snapshot_ratio`] times, so loading a run folds at most this much, or
+    /// that many times its snapshot's size, of records. A run that suspends or ends takes no
+    /// snapshot for that: it is read rarely, and a snapshot would cost every run.
     pub snapshot_min_bytes: usize,
+    /// How many times its last snapshot's size the records written since must weigh before a
+    /// long run's next snapshot (default 2, at least 1). A run's state is bulkier to encode
+    /// than its records, byte for byte, so at 1 a long `foreach` spent more encoding snapshots
+    /// than records; at 2 a load folds up to twice its snapshot's size of records, read rarely,
+    /// instead.
+    pub snapshot_ratio: usize,
     /// How many times a resume or cancel is offered to a run's driver, a new one each time
     /// when the last stopped meanwhile, before it fails (default 3).
     pub ask_attempts: u32,
@@ -157,6 +164,7 @@ impl Default for RuntimeConfig {
             clock: Arc::new(SystemClock),
             watch_buffer: 4096,
             snapshot_min_bytes: 16 << 10,
+            snapshot_ratio: 2,
             ask_attempts: 3,
             held_home_wait: Duration::from_secs(10),
             held_home_pause: Duration::from_millis(20),
@@ -220,6 +228,12 @@ impl RuntimeConfig {
     /// Sets [`RuntimeConfig::snapshot_min_bytes`].
     pub fn with_snapshot_min_bytes(mut self, bytes: usize) -> Self {
         self.snapshot_min_bytes = bytes;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::snapshot_ratio`] (at least 1).
+    pub fn with_snapshot_ratio(mut self, ratio: usize) -> Self {
+        self.snapshot_ratio = ratio.max(1);
         self
     }
 
