@@ -574,11 +574,11 @@ impl Actor {
     /// The records alone rebuild the state (the core is deterministic), so a snapshot is due
     /// only once the records written since the last one outweigh it
     /// [`RuntimeConfig::snapshot_ratio`](crate::driver::RuntimeConfig) times (and at least
-    /// [`RuntimeConfig::snapshot_min_bytes`](crate::driver::RuntimeConfig)): writing snapshots
-    /// costs a fraction of writing records, and a reload folds at most that many snapshots'
-    /// worth of records. Not when the run suspends or ends: such a run is read rarely (a `show`, a
-    /// resume in another process), and folding its last records then costs less than a
-    /// snapshot written for every run.
+    /// [`RuntimeConfig::snapshot_min_bytes`](crate::driver::RuntimeConfig)): the snapshots
+    /// written come to about the records' bytes divided by that ratio (half, by default), and
+    /// a reload folds at most that many snapshots' worth of records. Not when the run suspends
+    /// or ends: such a run is read rarely (a `show`, a resume in another process), and folding
+    /// its last records then costs less than a snapshot written for every run.
     fn persist(
         &mut self,
         event: Option<&RawValue>,
@@ -607,11 +607,8 @@ impl Actor {
         self.record_len = bytes.len();
         let rt = &self.rt;
         let min = rt.inner.config.snapshot_min_bytes;
-        let due = (self
-            .at
-            .snapshot_len
-            .saturating_mul(rt.inner.config.snapshot_ratio.max(1)))
-        .max(min);
+        let ratio = rt.inner.config.snapshot_ratio.max(1);
+        let due = self.at.snapshot_len.saturating_mul(ratio).max(min);
         let snap = if self.at.since_snapshot + bytes.len() >= due {
             Some(
                 serde_json::to_vec(&SnapshotOut {

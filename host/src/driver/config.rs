@@ -49,9 +49,9 @@ pub struct RuntimeConfig {
     pub snapshot_min_bytes: usize,
     /// How many times its last snapshot's size the records written since must weigh before a
     /// long run's next snapshot (default 2, at least 1). A run's state is bulkier to encode
-    /// than its records, byte for byte, so at 1 a long `foreach` spent more encoding snapshots
-    /// than records; at 2 a load folds up to twice its snapshot's size of records, read rarely,
-    /// instead.
+    /// than its records, byte for byte: at 1 a long `foreach` spent more encoding snapshots
+    /// than records, at 2 about as much on each, and a load (rare: a `show`, a recovery) folds
+    /// up to twice its snapshot's size of records.
     pub snapshot_ratio: usize,
     /// How many times a resume or cancel is offered to a run's driver, a new one each time
     /// when the last stopped meanwhile, before it fails (default 3).
