@@ -12,16 +12,17 @@ pub type Millis = i64;
 /// is a copy of that string rather than another pass through `chrono`'s formatter.
 pub fn rfc3339(ms: Millis) -> String {
     thread_local! {
-        static LAST: RefCell<(Millis, String)> = const { RefCell::new((Millis::MIN, String::new())) };
+        static LAST: RefCell<Option<(Millis, String)>> = const { RefCell::new(None) };
     }
-    LAST.with_borrow_mut(|(at, formatted)| {
-        if *at != ms || formatted.is_empty() {
-            *formatted = chrono::DateTime::from_timestamp_millis(ms)
+    LAST.with_borrow_mut(|last| match last {
+        Some((at, formatted)) if *at == ms => formatted.clone(),
+        _ => {
+            let formatted = chrono::DateTime::from_timestamp_millis(ms)
                 .unwrap_or_default()
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-            *at = ms;
+            *last = Some((ms, formatted.clone()));
+            formatted
         }
-        formatted.clone()
     })
 }
 

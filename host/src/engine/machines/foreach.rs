@@ -117,24 +117,22 @@ pub(crate) fn drive_foreach(
                             continue;
                         }
                     };
-                    let (status, detail) = match &end {
-                        End::Success(v) | End::Bail(v) => ("success", Some(("output", v.clone()))),
-                        End::Failed(e) => ("failed", Some(("error", json!(e)))),
-                        End::Tripwire(t) => ("failed", Some(("tripwire", json!(t)))),
-                        End::Cancelled => ("cancelled", None),
-                    };
                     if matches!(end, End::Success(_)) {
                         fe.done += 1;
                     }
-                    if !matches!(end, End::Cancelled) {
+                    let progress = match &end {
+                        End::Success(v) | End::Bail(v) => Some(("success", "output", v.clone())),
+                        End::Failed(e) => Some(("failed", "error", json!(e))),
+                        End::Tripwire(t) => Some(("failed", "tripwire", json!(t))),
+                        End::Cancelled => None,
+                    };
+                    if let Some((status, key, value)) = progress {
                         // One map of the final size, keys in the order they are written.
                         let mut data = Map::with_capacity(5);
                         data.insert("index".into(), i.into());
                         data.insert("total".into(), total.into());
                         data.insert("status".into(), status.into());
-                        if let Some((key, value)) = detail {
-                            data.insert(key.into(), value);
-                        }
+                        data.insert(key.into(), value);
                         data.insert("done".into(), fe.done.into());
                         cx.emit(
                             frame,
