@@ -5,7 +5,6 @@
 //! whatever may start next. The pass is deterministic and performs no I/O.
 
 use std::cell::OnceCell;
-use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
 
@@ -24,8 +23,8 @@ use super::state::{RunState, RunStatus};
 /// returned, in order. On a refusal nothing changed.
 pub fn advance(run: &mut RunState, graph: &Graph, event: Event) -> Result<Vec<Command>, Refusal> {
     let at = event.at();
-    let mut inbox = HashMap::new();
-    let mut fired = HashSet::new();
+    let mut inbox = None;
+    let mut fired = None;
     let mut resume = None;
     let mut reissue = false;
     let mut pre = Vec::new();
@@ -41,13 +40,13 @@ pub fn advance(run: &mut RunState, graph: &Graph, event: Event) -> Result<Vec<Co
             if run.status.is_ended() {
                 return Ok(Vec::new());
             }
-            inbox.insert(token, *result);
+            inbox = Some((token, *result));
         }
         Event::TimerFired { token, .. } => {
             if run.status.is_ended() {
                 return Ok(Vec::new());
             }
-            fired.insert(token);
+            fired = Some(token);
         }
         Event::Resume { request, .. } => {
             let selection = select_resume(run, graph, request)?;

@@ -2,7 +2,7 @@
 //! read and change ([`Cx`]): files, results, records, tokens and the commands it emits.
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -78,10 +78,10 @@ pub(crate) struct Cx<'a> {
     pub(crate) next_token: &'a mut u64,
     /// A cancel has been accepted.
     pub(crate) cancelling: bool,
-    /// The invocation result the event brought, by token.
-    pub(crate) inbox: HashMap<u64, InvocationResult>,
+    /// The invocation result the event brought, with its token: an event brings one at most.
+    pub(crate) inbox: Option<(u64, InvocationResult)>,
     /// The timer the event fired.
-    pub(crate) fired: HashSet<u64>,
+    pub(crate) fired: Option<u64>,
     /// The steps a resume selected.
     pub(crate) resume: Option<Selection>,
     /// A recovery: issue again what was in flight.
@@ -120,7 +120,7 @@ impl Cx<'_> {
         if self.cancelling || self.reissue || self.resume.is_some() {
             return true;
         }
-        if self.inbox.is_empty() && self.fired.is_empty() {
+        if self.inbox.is_none() && self.fired.is_none() {
             return false;
         }
         let mut touched = false;
@@ -128,15 +128,35 @@ impl Cx<'_> {
             NodeKind::Step(StepNode {
                 wait: StepWait::Invocation { token, .. },
                 ..
-            }) => touched |= self.inbox.contains_key(token),
+            }) => touched |= self.inbox.as_ref().is_some_and(|(t, _)| t == token),
             NodeKind::Step(StepNode {
                 wait: StepWait::Retry { token, .. },
                 ..
             })
-            | NodeKind::Sleep { token, .. } => touched |= self.fired.contains(token),
+            | NodeKind::Sleep { token, .. } => touched |= self.fired == Some(*token),
             _ => {}
         });
         touched
+    }
+
+    /// Takes the result the event brought if it answers invocation `token`.
+    pub(crate) fn take_result(&mut self, token: u64) -> Option<InvocationResult> {
+        match self.inbox.take() {
+            Some((t, result)) if t == token => Some(result),
+            other => {
+                self.inbox = other;
+                None
+            }
+        }
+    }
+
+    /// Whether the event fired timer `token`; a fired timer is taken, as it fires once.
+    pub(crate) fn take_fired(&mut self, token: u64) -> bool {
+        let fired = self.fired == Some(token);
+        if fired {
+            self.fired = None;
+        }
+        fired
     }
 
     /// The event's instant, RFC 3339.

@@ -78,7 +78,7 @@ pub(crate) fn drive_sleep(
     };
     if cx.cancelling {
         end_node(node, entry, frame, cx, End::Cancelled);
-    } else if cx.fired.remove(&token) {
+    } else if cx.take_fired(token) {
         let out = node.input.clone();
         end_node(node, entry, frame, cx, End::Success(out));
     } else if cx.reissue {

@@ -106,7 +106,7 @@ pub(crate) fn drive_step(
                 issue(node, entry, def, frame, cx, token, state);
                 return;
             }
-            if let Some(result) = cx.inbox.remove(&token) {
+            if let Some(result) = cx.take_result(token) {
                 handle_result(node, entry, def, frame, cx, result);
             }
         }
@@ -116,7 +116,7 @@ pub(crate) fn drive_step(
                 end_node(node, entry, frame, cx, End::Cancelled);
             } else if cx.reissue {
                 cx.cmds.push(Command::Timer { token, at: until });
-            } else if cx.fired.remove(&token) {
+            } else if cx.take_fired(token) {
                 invoke(node, entry, def, frame, cx);
             }
         }
