@@ -141,22 +141,14 @@ impl Cx<'_> {
 
     /// Takes the result the event brought if it answers invocation `token`.
     pub(crate) fn take_result(&mut self, token: u64) -> Option<InvocationResult> {
-        match self.inbox.take() {
-            Some((t, result)) if t == token => Some(result),
-            other => {
-                self.inbox = other;
-                None
-            }
-        }
+        self.inbox
+            .take_if(|(t, _)| *t == token)
+            .map(|(_, result)| result)
     }
 
     /// Whether the event fired timer `token`; a fired timer is taken, as it fires once.
     pub(crate) fn take_fired(&mut self, token: u64) -> bool {
-        let fired = self.fired == Some(token);
-        if fired {
-            self.fired = None;
-        }
-        fired
+        self.fired.take_if(|t| *t == token).is_some()
     }
 
     /// The event's instant, RFC 3339.
