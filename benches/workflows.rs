@@ -5,8 +5,11 @@
 //! durable sled store with fsynced transitions, many runs in flight at once (as a server holds
 //! them; concurrent runs share fsyncs), after a warm-up, for at least two seconds, and prints
 //! one JSON line: `{"scenario", "in_flight", "sync", "plugin", "runs", "steps", "seconds", "runs_per_s",
-//! "steps_per_s", "p50_ms", "p99_ms", "rss_mb"}`, the percentiles being those of one run's
-//! time from `start` to its end (a `suspend_resume` cycle's: start, suspend, resume, end).
+//! "steps_per_s", "p50_ms", "p99_ms", "cpu_us_per_step", "rss_mb"}`, the percentiles being those
+//! of one run's time from `start` to its end (a `suspend_resume` cycle's: start, suspend, resume,
+//! end), and the CPU that of every thread of the process over the timed window, divided by its
+//! steps: on a shared machine it moves less than the throughput does. `seq1` and `seq20` beside
+//! `seq10` split a run's cost into what a step adds and what a run costs once.
 //! `floor` is the bare cost of one fresh pooled instance and one trivial `execute`, with no
 //! engine and no store, measured in the same process so the engine's overhead shows as a ratio.
 //!
@@ -83,6 +86,14 @@ struct Figures {
     seconds: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// The CPU time the whole process (every thread) used meanwhile.
+    cpu_seconds: f64,
+}
+
+/// The CPU time this process has used so far, all its threads together.
+fn cpu_time() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
 struct Scenario {
@@ -99,9 +110,20 @@ struct Scenario {
 
 fn scenarios(settings: &Settings) -> Vec<Scenario> {
     let plugin = format!("plugins:\n  kit: {{ wasm: \"{}\" }}\n", settings.plugin.1);
-    let seq10: String = (0..10)
-        .map(|i| format!("  - {{ id: s{i}, plugin: kit, step: inc }}\n"))
-        .collect();
+    // `n` steps in sequence, each adding one.
+    let seq = |name: &'static str, n: u64| Scenario {
+        name,
+        yaml: format!(
+            "id: {name}\n{plugin}steps:\n{}",
+            (0..n)
+                .map(|i| format!("  - {{ id: s{i}, plugin: kit, step: inc }}\n"))
+                .collect::<String>()
+        ),
+        input: json!({"n": 0}),
+        steps: n,
+        in_flight: 256,
+        resume: false,
+    };
     let arms: String = (0..8)
         .map(|k| {
             format!(
@@ -111,14 +133,7 @@ fn scenarios(settings: &Settings) -> Vec<Scenario> {
         })
         .collect();
     vec![
-        Scenario {
-            name: "seq10",
-            yaml: format!("id: seq10\n{plugin}steps:\n{seq10}"),
-            input: json!({"n": 0}),
-            steps: 10,
-            in_flight: 256,
-            resume: false,
-        },
+        seq("seq10", 10),
         Scenario {
             name: "foreach1000",
             yaml: format!(
@@ -159,6 +174,9 @@ fn scenarios(settings: &Settings) -> Vec<Scenario> {
             in_flight: 64,
             resume: true,
         },
+        // With `seq10`, what a run costs once and what a step costs at the margin.
+        seq("seq1", 1),
+        seq("seq20", 20),
     ]
 }
 
@@ -199,6 +217,7 @@ fn print(name: &str, in_flight: usize, settings: &Settings, round: Value, f: &Fi
         "steps_per_s": (f.steps as f64 / f.seconds).round(),
         "p50_ms": f.p50_ms,
         "p99_ms": f.p99_ms,
+        "cpu_us_per_step": (f.cpu_seconds * 1e8 / f.steps.max(1) as f64).round() / 100.0,
         "rss_mb": (rss_mb() * 10.0).round() / 10.0,
     });
     println!("{line}");
@@ -217,6 +236,11 @@ fn report(name: &str, in_flight: usize, settings: &Settings, rounds: &[Figures])
         seconds,
         p50_ms: of(|f| f.p50_ms),
         p99_ms: of(|f| f.p99_ms),
+        cpu_seconds: 0.0,
+    };
+    let medians = Figures {
+        cpu_seconds: of(|f| f.cpu_seconds / f.steps.max(1) as f64) * medians.steps as f64,
+        ..medians
     };
     print(name, in_flight, settings, json!("median"), &medians);
 }
@@ -309,12 +333,14 @@ async fn run_scenario(
     };
     workers(rt, &w, s, in_flight, warm_up).await;
     let start = Instant::now();
+    let cpu = cpu_time();
     let until = match until {
         Until::Time(_) => Until::Time(start + settings.min_time),
         runs => runs,
     };
     let mut times = workers(rt, &w, s, in_flight, until).await;
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = cpu_time() - cpu;
     times.sort();
     let runs = times.len() as u64;
     let figures = Figures {
@@ -323,6 +349,7 @@ async fn run_scenario(
         seconds,
         p50_ms: quantile_ms(&times, 0.5),
         p99_ms: quantile_ms(&times, 0.99),
+        cpu_seconds,
     };
     print(s.name, in_flight, settings, json!(null), &figures);
     (in_flight, figures)
@@ -360,6 +387,7 @@ async fn floor(dir: &std::path::Path, settings: &Settings) -> Figures {
         t.await.expect("warm-up");
     }
     let start = Instant::now();
+    let cpu = cpu_time();
     let mut steps = 0u64;
     match settings.runs {
         Some(n) => {
@@ -387,6 +415,7 @@ async fn floor(dir: &std::path::Path, settings: &Settings) -> Figures {
         seconds: start.elapsed().as_secs_f64(),
         p50_ms: 0.0,
         p99_ms: 0.0,
+        cpu_seconds: cpu_time() - cpu,
     };
     print("floor", 64, settings, json!(null), &figures);
     figures
