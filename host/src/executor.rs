@@ -74,8 +74,8 @@ impl StepExecutor for PluginStep {
                     let tool_call = ToolCall {
                         run_id: call.run_id.clone(),
                         call_id: call_id(call),
-                        args: call.input.clone(),
-                        config: call.config.clone(),
+                        args: serde_json::Value::clone(&call.input),
+                        config: serde_json::Value::clone(&call.config),
                     };
                     let outcome = self
                         .plugin

@@ -504,7 +504,7 @@ async fn s57_s59_s116_defaults_are_filled_into_step_input_and_config() {
     let w = env.load(&path).await;
     match &w.graph.entry_by_path("check").expect("check").kind {
         EntryKind::Step(def) => {
-            assert_eq!(def.config, json!({"factor": 1}), "S116: config defaults")
+            assert_eq!(*def.config, json!({"factor": 1}), "S116: config defaults")
         }
         other => panic!("not a step: {other:?}"),
     }

@@ -44,7 +44,7 @@ impl StepExecutor for Probe {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(Seen {
                     step: request.step.clone(),
-                    input: request.call.input.clone(),
+                    input: Value::clone(&request.call.input),
                     attempt: request.call.attempt,
                     deadline: request.io.deadline,
                     init: request.io.run.init_data(),

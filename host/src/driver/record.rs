@@ -1,5 +1,7 @@
 //! What readers see: the run record (WORKFLOW-FORMAT.md §3) and stored events (§4).
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -66,7 +68,7 @@ impl RunRecord {
             result: state.result.clone(),
             error: state.error.clone(),
             tripwire: state.tripwire.clone(),
-            state: state.files.get("").map(|f| f.state.clone()),
+            state: state.files.get("").map(|f| Value::clone(&f.state)),
             records: state.records.clone(),
             restarted_from: state.restarted_from.clone(),
         };
@@ -83,7 +85,10 @@ impl RunRecord {
             result: state.result.take(),
             error: state.error.take(),
             tripwire: state.tripwire.take(),
-            state: state.files.remove("").map(|f| f.state),
+            state: state
+                .files
+                .remove("")
+                .map(|f| Arc::unwrap_or_clone(f.state)),
             records: std::mem::take(&mut state.records),
             restarted_from: state.restarted_from.take(),
         };

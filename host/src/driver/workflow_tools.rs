@@ -60,7 +60,7 @@ impl WorkflowTool {
                 self.graph.clone(),
                 definition,
                 None,
-                request.call.input.clone(),
+                Value::clone(&request.call.input),
                 // Each call's child has an id of its own, made from the call: a call issued
                 // again finds its child stored (S125).
                 super::NewId {
@@ -194,9 +194,9 @@ mod tests {
             workflow_id: "w".into(),
             step_path: path.into(),
             attempt: 0,
-            input: Value::Null,
-            config: Value::Null,
-            state: Value::Null,
+            input: Value::Null.into(),
+            config: Value::Null.into(),
+            state: Value::Null.into(),
             resume: None,
             foreach_index: index,
             iteration: None,

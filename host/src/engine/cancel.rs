@@ -105,7 +105,11 @@ mod tests {
         let rec = sim.record("a");
         assert_eq!(rec.status, StepStatus::Cancelled);
         assert_eq!(rec.output, None, "S77: output discarded");
-        assert_eq!(sim.run.files[""].state, json!({}), "S77: patches discarded");
+        assert_eq!(
+            *sim.run.files[""].state,
+            json!({}),
+            "S77: patches discarded"
+        );
         assert!(sim.calls_to("b").is_empty(), "S76: nothing new starts");
         assert_eq!(sim.kinds().last(), Some(&EventKind::RunCancelled));
     }

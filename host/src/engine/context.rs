@@ -197,10 +197,10 @@ impl Cx<'_> {
     }
 
     /// Makes an output visible to `.steps` by id and by path (S8).
-    pub(crate) fn register(&mut self, frame: &Frame, entry: &EntryDef, value: &Value) {
+    pub(crate) fn register(&mut self, frame: &Frame, entry: &EntryDef, value: &Arc<Value>) {
         // Copied only while an invocation in flight still reads the scope's outputs.
         let scope = Arc::make_mut(self.results.entry(frame.scopes[0].clone()).or_default());
-        let value = Arc::new(value.clone());
+        let value = Arc::clone(value);
         scope.insert(entry.id.clone(), Arc::clone(&value));
         if entry.path != entry.id {
             scope.insert(entry.path.clone(), value);

@@ -1,6 +1,8 @@
 //! The drive pass: sequences move on entry by entry, nodes dispatch to their construct's
 //! machine, and the shared start and end of every execution (records, events, `.steps`).
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::commands::EventKind;
@@ -48,11 +50,11 @@ pub(crate) fn drive_seq(seq: &mut Seq, frame: &Frame, cx: &mut Cx) {
                         return;
                     }
                     if let Some(b) = cx.bailed(frame) {
-                        seq.phase = Phase::Done(End::Bail(b));
+                        seq.phase = Phase::Done(End::Bail(b.into()));
                         return;
                     }
                     // The ended node is replaced: its output moves on as the next one's input.
-                    let input = std::mem::take(v);
+                    let input = Arc::clone(v);
                     seq.pos = next as u32;
                     *seq.current = Node::new(list[next], input);
                     continue;
@@ -126,7 +128,7 @@ pub(crate) fn start_block(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: 
             frame,
             EventKind::StepStarted,
             &entry.path,
-            object_of("input", node.input.clone()),
+            object_of("input", Value::clone(&node.input)),
         );
     }
 }
@@ -143,9 +145,9 @@ pub(crate) fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mu
                 rec.ended_at = Some(now);
                 if let Some(item) = item {
                     item.status = StepStatus::Success;
-                    item.output = Some(v.clone());
+                    item.output = Some(Value::clone(v));
                 } else {
-                    rec.output = Some(v.clone());
+                    rec.output = Some(Value::clone(v));
                 }
                 if bailed {
                     rec.bail = Some(true);
@@ -153,7 +155,7 @@ pub(crate) fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mu
             });
             cx.register(frame, entry, v);
             if !frame.in_item {
-                let mut data = object_of("output", v.clone());
+                let mut data = object_of("output", Value::clone(v));
                 if bailed {
                     data["bail"] = Value::Bool(true);
                 }

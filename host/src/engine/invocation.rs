@@ -3,10 +3,14 @@
 //! These types mirror `weft:plugin/types` with JSON already parsed, so the plugin host and the
 //! engine agree on them without either knowing the other.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Everything one invocation of a step receives (`step-context` in the WIT contract, S12).
+///
+/// Its values are shared with the run's state (`Arc`), not copied into each call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepCall {
     /// The run this invocation belongs to.
@@ -18,11 +22,11 @@ pub struct StepCall {
     /// 0 on the first attempt, +1 on each retry.
     pub attempt: u32,
     /// The entry's input.
-    pub input: Value,
+    pub input: Arc<Value>,
     /// The step's configuration, defaults filled.
-    pub config: Value,
+    pub config: Arc<Value>,
     /// The run state as it stood when the invocation started.
-    pub state: Value,
+    pub state: Arc<Value>,
     /// Set when this invocation resumes a suspension of this step.
     pub resume: Option<Resumption>,
     /// The index of the innermost enclosing foreach item.

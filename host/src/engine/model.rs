@@ -4,6 +4,8 @@
 //! (S10) and never changed afterwards. Nested `workflow:` files are expanded in place, so every
 //! entry has one full path.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -272,8 +274,8 @@ pub struct StepDef {
     pub plugin: String,
     /// The step's name inside the plugin.
     pub step: String,
-    /// The configuration, defaults filled (S57, S116).
-    pub config: Value,
+    /// The configuration, defaults filled (S57, S116); shared with the calls of the step.
+    pub config: Arc<Value>,
     /// The retry policy, workflow default and step override merged (S51).
     pub retry: RetryPolicy,
     /// The step's own `timeout-ms`, overriding the plugin's limit (S15).

@@ -1,5 +1,7 @@
 //! The execution tree: sequences, nodes and each construct's own state inside a run.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -23,7 +25,7 @@ pub struct Seq {
 
 impl Seq {
     /// A sequence over `list`, starting with its first entry `first`.
-    pub fn new(list: ListRef, first: EntryId, input: Value) -> Self {
+    pub fn new(list: ListRef, first: EntryId, input: impl Into<Arc<Value>>) -> Self {
         Seq {
             list,
             phase: Phase::Running,
@@ -42,15 +44,16 @@ pub enum ListRef {
     Body(EntryId),
 }
 
-/// How an execution ended.
+/// How an execution ended. An output is shared (`Arc`) with what reads it next: the next
+/// entry's input, `.steps`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum End {
     /// With an output.
-    Success(Value),
+    Success(Arc<Value>),
     /// With an error.
     Failed(ErrorInfo),
     /// With a bail value for its file (S79).
-    Bail(Value),
+    Bail(Arc<Value>),
     /// With a tripped guardrail (S82).
     Tripwire(TripwireInfo),
     /// By a cancel, or by the end of the run around it.
@@ -75,8 +78,8 @@ pub enum Phase {
 pub struct Node {
     /// The entry.
     pub entry: EntryId,
-    /// What it received.
-    pub input: Value,
+    /// What it received, shared with the calls and executions that read it.
+    pub input: Arc<Value>,
     /// Where it stands.
     pub phase: Phase,
     /// Its kind's own state.
@@ -89,10 +92,10 @@ pub struct Node {
 
 impl Node {
     /// An execution of `entry` with `input`, not started.
-    pub fn new(entry: EntryId, input: Value) -> Self {
+    pub fn new(entry: EntryId, input: impl Into<Arc<Value>>) -> Self {
         Node {
             entry,
-            input,
+            input: input.into(),
             phase: Phase::New,
             kind: NodeKind::Plain,
             made: false,
@@ -242,8 +245,8 @@ pub enum StepWait {
     Invocation {
         /// The invocation's token.
         token: u64,
-        /// The state at the invocation's start.
-        state: Value,
+        /// The state at the invocation's start, shared with the invocation's call.
+        state: Arc<Value>,
     },
     /// A retry wait's end.
     Retry {

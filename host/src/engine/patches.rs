@@ -4,6 +4,8 @@
 // Step failures travel by value through a few internal helpers; boxing them buys nothing here.
 #![allow(clippy::result_large_err)]
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::context::{Cx, Frame};
@@ -25,7 +27,7 @@ pub(crate) fn apply_patches(
     let Some(file) = cx.files.get_mut(&frame.file_key) else {
         return Ok(());
     };
-    let mut state = file.state.clone();
+    let mut state = Value::clone(&file.state);
     let mut written = Vec::new();
     for patch in patches {
         let Value::Object(members) = patch else {
@@ -51,7 +53,7 @@ pub(crate) fn apply_patches(
             .with_details(schema::details(&v)));
         }
     }
-    file.state = state;
+    file.state = Arc::new(state);
     for key in written {
         if !file.written.contains(&key) {
             file.written.push(key);

@@ -75,7 +75,7 @@ impl Build {
             Shape::Step => EntryKind::Step(Box::new(StepDef {
                 plugin: "p".into(),
                 step: "s".into(),
-                config: json!({}),
+                config: json!({}).into(),
                 retry: RetryPolicy {
                     attempts: 2,
                     ..RetryPolicy::default()

@@ -6,6 +6,7 @@
 //! moment are reset to start afresh, and the result becomes a new, `pending` run.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -87,7 +88,7 @@ pub fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Refusal> 
     let mut found = None;
     walk_seq(&mut state.root, &mut |node| {
         if node.entry == target && found.is_none() {
-            found = Some(node.input.clone());
+            found = Some(Value::clone(&node.input));
         }
     });
     let Some(stored_input) = found else {
@@ -106,6 +107,7 @@ pub fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Refusal> 
             violations: v,
         });
     }
+    let input = Arc::new(input);
     // Start the step afresh, and everything still in flight at that moment with it.
     let prefix = format!("{path}.");
     let mut restarted = vec![path.to_owned()];
@@ -120,7 +122,7 @@ pub fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Refusal> 
                     | NodeKind::Agent(_)
             );
         if node.entry == target {
-            node.input = input.clone();
+            node.input = Arc::clone(&input);
         }
         if node.entry == target || in_flight {
             restarted.push(graph.entry(node.entry).path.clone());

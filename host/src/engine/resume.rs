@@ -194,7 +194,7 @@ pub fn suspended(run: &RunState, graph: &Graph) -> Vec<SuspendedEntry> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::super::sim::{Sim, file, foreach, parallel, step, suspend};
     use super::super::{Refusal, RunStatus};
@@ -225,7 +225,7 @@ mod tests {
         })
         .on_call("p.f.s", |call| match call.resume {
             None => suspend(json!({}), &[]),
-            Some(_) => super::super::sim::done(call.input.clone()),
+            Some(_) => super::super::sim::done(Value::clone(&call.input)),
         })
         .started()
     }

@@ -1,6 +1,8 @@
 //! Settling: how settled siblings combine (S19), and how the top-level sequence maps onto the
 //! run's status and closing event (S65, S88).
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use super::cancel::cancel_suspended_in;
@@ -46,9 +48,9 @@ pub(crate) fn settle_run(run: &mut RunState, graph: &Graph, cmds: &mut Vec<Comma
                     run.status = RunStatus::Success;
                     cmds.push(emit(
                         EventKind::RunSucceeded,
-                        object_of("result", v.clone()),
+                        object_of("result", Value::clone(&v)),
                     ));
-                    run.result = Some(v);
+                    run.result = Some(Arc::unwrap_or_clone(v));
                 }
                 End::Failed(e) => {
                     run.status = RunStatus::Failed;
@@ -94,10 +96,10 @@ pub(crate) fn finish_arms(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: 
             let mut out = Map::new();
             for arm in &arms {
                 if let Phase::Done(End::Success(v)) = &arm.phase {
-                    out.insert(cx.graph.entry(arm.entry).id.clone(), v.clone());
+                    out.insert(cx.graph.entry(arm.entry).id.clone(), Value::clone(v));
                 }
             }
-            End::Success(Value::Object(out))
+            End::Success(Value::Object(out).into())
         }
     };
     cancel_suspended_in(node, frame, cx);
@@ -139,7 +141,7 @@ pub(crate) fn settle_ends<'p>(
         || cx.bailed(frame).is_some()
     {
         let v = cx.bailed(frame).unwrap_or(Value::Null);
-        return Settled::End(End::Bail(v));
+        return Settled::End(End::Bail(v.into()));
     }
     if phases.clone().any(|p| matches!(p, Phase::Suspended)) {
         return Settled::Suspended;

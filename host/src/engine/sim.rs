@@ -180,7 +180,7 @@ pub(crate) fn agent(id: &str, tools: &[(&str, bool)], max_steps: u32) -> Spec {
             call: StepDef {
                 plugin: "kit".into(),
                 step: (*name).into(),
-                config: json!({}),
+                config: json!({}).into(),
                 retry: RetryPolicy::default(),
                 timeout_ms: None,
                 schemas: StepSchemas::default(),
@@ -321,7 +321,7 @@ fn add_entry(g: &mut Graph, s: Spec, prefix: &str, file: FileId) -> EntryId {
         } => EntryKind::Step(Box::new(StepDef {
             plugin: "kit".into(),
             step: "test".into(),
-            config: json!({}),
+            config: json!({}).into(),
             retry,
             timeout_ms: None,
             schemas: *schemas,
@@ -759,5 +759,5 @@ impl Sim {
 
 /// The default answer: `done` with the step's input.
 fn echo(call: &StepCall) -> Answer {
-    done(call.input.clone())
+    done(Value::clone(&call.input))
 }

@@ -24,7 +24,7 @@ pub fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunSt
         String::new(),
         FileState {
             input: std::sync::Arc::new(input.clone()),
-            state: root.initial_state.clone(),
+            state: std::sync::Arc::new(root.initial_state.clone()),
             written: Vec::new(),
             bailed: None,
         },
@@ -68,7 +68,7 @@ pub(crate) fn run_started(run: &RunState) -> Command {
     let mut data = Map::with_capacity(4);
     data.insert("workflow_id".into(), Value::String(run.workflow_id.clone()));
     data.insert("input".into(), Value::clone(&run.input));
-    let state = run.files.get("").map(|f| f.state.clone());
+    let state = run.files.get("").map(|f| Value::clone(&f.state));
     data.insert("state".into(), state.unwrap_or(Value::Null));
     if let Some(from) = &run.restarted_from {
         data.insert("restarted_from".into(), json!(from));

@@ -88,8 +88,9 @@ pub struct FileState {
     /// The file's input (`.init`, `run.init-data`), shared with the invocations that may read
     /// it rather than copied into each.
     pub input: Arc<Value>,
-    /// The file's state.
-    pub state: Value,
+    /// The file's state, shared with the invocations that read it rather than copied into
+    /// each; a patch replaces it.
+    pub state: Arc<Value>,
     /// Top-level state keys written by this file's steps (merged into the parent, S43).
     pub written: Vec<String>,
     /// The first bail value recorded in this file (S79, S81).

@@ -1114,7 +1114,7 @@ impl<'a> Builder<'a> {
         self.graph.entries[eid as usize].kind = EntryKind::Step(Box::new(StepDef {
             plugin: key,
             step: info.name.clone(),
-            config,
+            config: config.into(),
             retry,
             timeout_ms: e.timeout_ms,
             schemas,

@@ -108,7 +108,7 @@ fn start(node: &mut Node, entry: &EntryDef, def: &AgentDef, frame: &Frame, cx: &
     if let Some(expr) = def.input.as_ref().filter(|_| !node.made) {
         let scope = cx.expr_input(frame, &node.input);
         match expr.eval_one(&scope) {
-            Ok(v) => node.input = v,
+            Ok(v) => node.input = v.into(),
             Err(e) => {
                 made = Err((
                     "expression-error",
@@ -254,7 +254,7 @@ fn model_step(def: &AgentDef) -> StepDef {
     StepDef {
         plugin: MODEL_PLUGIN.to_owned(),
         step: def.model.clone(),
-        config: def.config.clone(),
+        config: def.config.clone().into(),
         retry: def.retry,
         timeout_ms: def.timeout_ms,
         schemas: Default::default(),
@@ -373,16 +373,19 @@ fn finish(
     cx: &mut Cx,
 ) -> Next {
     let Some(schema) = &def.output_schema else {
-        return Next::End(End::Success(json!({
-            "text": text,
-            "messages": agent.messages,
-            "usage": agent.usage,
-            "steps": agent.steps,
-        })));
+        return Next::End(End::Success(
+            json!({
+                "text": text,
+                "messages": agent.messages,
+                "usage": agent.usage,
+                "steps": agent.steps,
+            })
+            .into(),
+        ));
     };
     let problem = match parse_json_answer(&text) {
         Some(value) => match schema.check(&value) {
-            Ok(()) => return Next::End(End::Success(value)),
+            Ok(()) => return Next::End(End::Success(value.into())),
             Err(violations) => (
                 schema::summarize(&violations),
                 Some(schema::details(&violations)),
@@ -482,7 +485,7 @@ fn drive_tool(
                 let reason = data["reason"].as_str().unwrap_or("refused by a person");
                 let told = json!({ "approved": false, "reason": reason });
                 let mut call = Node::new(id, run.arguments.clone());
-                end_node(&mut call, &at, sub, cx, End::Success(told.clone()));
+                end_node(&mut call, &at, sub, cx, End::Success(told.clone().into()));
                 cx.record(sub, &at, |rec, _| {
                     rec.resumed_at = Some(now);
                     rec.resume_data = Some(data);
@@ -535,7 +538,7 @@ fn took_tool_end(run: &mut ToolRun) {
         return;
     };
     run.state = match end {
-        End::Success(v) | End::Bail(v) => ToolState::Done(v.clone()),
+        End::Success(v) | End::Bail(v) => ToolState::Done(Value::clone(v)),
         End::Failed(e) => ToolState::Done(json!({
             "error": { "code": e.code, "message": e.message }
         })),
@@ -764,7 +767,7 @@ mod tests {
                 "{path}"
             );
         }
-        assert_eq!(sim.calls_to("a.tool-c2")[0].input, json!({"x": 2}));
+        assert_eq!(*sim.calls_to("a.tool-c2")[0].input, json!({"x": 2}));
         // The model sees the conversation so far, tool results as `tool` messages.
         let second = &sim.calls_to("a.model-2")[0].input;
         assert_eq!(second["system"], "be brief");
@@ -875,7 +878,7 @@ mod tests {
             json!({"approved": true, "arguments": {"path": "z"}}),
         )
         .expect("approved");
-        assert_eq!(sim.calls_to("a.tool-c2")[0].input, json!({"path": "z"}));
+        assert_eq!(*sim.calls_to("a.tool-c2")[0].input, json!({"path": "z"}));
         assert_eq!(sim.status(), RunStatus::Suspended);
         assert!(sim.calls_to("a.model-2").is_empty());
         // Refused: the model is told the reason as the tool's result.
@@ -952,8 +955,8 @@ mod tests {
         .on("a.model-3", [says("done", &[], (1, 1))])
         .started();
         assert_eq!(sim.status(), RunStatus::Success);
-        assert_eq!(sim.calls_to("a.tool-call_0")[0].input, json!({"n": 1}));
-        assert_eq!(sim.calls_to("a.tool-call_0-2")[0].input, json!({"n": 2}));
+        assert_eq!(*sim.calls_to("a.tool-call_0")[0].input, json!({"n": 1}));
+        assert_eq!(*sim.calls_to("a.tool-call_0-2")[0].input, json!({"n": 2}));
         let messages = &sim.calls_to("a.model-3")[0].input["messages"];
         assert_eq!(
             messages[2]["tool_call_id"], "call_0",

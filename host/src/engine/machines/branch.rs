@@ -105,7 +105,7 @@ mod tests {
         )
         .started();
         assert_eq!(sim.status(), RunStatus::Success);
-        assert_eq!(sim.calls_to("b.big")[0].input, json!({"n": 3}));
+        assert_eq!(*sim.calls_to("b.big")[0].input, json!({"n": 3}));
         assert_eq!(
             sim.calls_to("b.zero").len(),
             1,
@@ -139,7 +139,7 @@ mod tests {
         assert!(sim.kinds_of("b.x").is_empty());
         assert!(sim.kinds_of("b.g").is_empty());
         assert_eq!(sim.record("b").output, Some(json!({})));
-        assert_eq!(sim.calls_to("after")[0].input, json!({}));
+        assert_eq!(*sim.calls_to("after")[0].input, json!({}));
     }
 
     #[test]
@@ -155,7 +155,7 @@ mod tests {
             json!({"v": 1}),
         )
         .started();
-        assert_eq!(sim.calls_to("b.g.two")[0].input, json!({"v": 1}));
+        assert_eq!(*sim.calls_to("b.g.two")[0].input, json!({"v": 1}));
         assert_eq!(sim.record("b").output, Some(json!({"g": {"v": 1}})));
         assert_eq!(
             sim.kinds_of("b.g"),

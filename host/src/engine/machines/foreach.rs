@@ -21,7 +21,7 @@ pub(crate) fn drive_foreach(
 ) {
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
-        let len = match &node.input {
+        let len = match &*node.input {
             Value::Array(a) => a.len(),
             other => {
                 let err = cx.error(
@@ -39,7 +39,7 @@ pub(crate) fn drive_foreach(
             }
         };
         if len == 0 {
-            end_node(node, entry, frame, cx, End::Success(json!([])));
+            end_node(node, entry, frame, cx, End::Success(json!([]).into()));
             return;
         }
         node.kind = NodeKind::Foreach(ForeachNode {
@@ -121,7 +121,9 @@ pub(crate) fn drive_foreach(
                         fe.done += 1;
                     }
                     let progress = match &end {
-                        End::Success(v) | End::Bail(v) => Some(("success", "output", v.clone())),
+                        End::Success(v) | End::Bail(v) => {
+                            Some(("success", "output", Value::clone(v)))
+                        }
                         End::Failed(e) => Some(("failed", "error", json!(e))),
                         End::Tripwire(t) => Some(("failed", "tripwire", json!(t))),
                         End::Cancelled => None,
@@ -153,7 +155,7 @@ pub(crate) fn drive_foreach(
         let slots = (concurrency.max(1) as usize).saturating_sub(fe.active.len());
         let mut started = 0;
         if !blocked {
-            let Value::Array(elements) = &node.input else {
+            let Value::Array(elements) = &*node.input else {
                 return;
             };
             while started < slots && (fe.started as usize) < total {
@@ -200,15 +202,18 @@ pub(crate) fn drive_foreach(
             node.phase = Phase::Running;
             return;
         }
-        Settled::AllSucceeded => End::Success(Value::Array(
-            fe.items
-                .iter()
-                .map(|it| match it {
-                    Item::Done(End::Success(v)) => v.clone(),
-                    _ => Value::Null,
-                })
-                .collect(),
-        )),
+        Settled::AllSucceeded => End::Success(
+            Value::Array(
+                fe.items
+                    .iter()
+                    .map(|it| match it {
+                        Item::Done(End::Success(v)) => Value::clone(v),
+                        _ => Value::Null,
+                    })
+                    .collect(),
+            )
+            .into(),
+        ),
         Settled::End(end) => end,
     };
     let prefix = format!("{}/{}#", frame.scopes[0], entry.path);
@@ -230,7 +235,7 @@ fn json_type(v: &Value) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use crate::engine::sim::{Answer, Sim, done, fail, file, foreach, sleep_ms, step, suspend};
     use crate::engine::{EventKind, RunStatus, StepStatus};
@@ -255,7 +260,7 @@ mod tests {
         let inputs: Vec<_> = sim
             .calls_to("f.s")
             .iter()
-            .map(|c| c.input.clone())
+            .map(|c| Value::clone(&c.input))
             .collect();
         assert_eq!(
             inputs,
@@ -268,7 +273,7 @@ mod tests {
         let mut sim = Sim::new(items(1), json!(["a", "b"]))
             .on_call("f.s", |call| match (call.foreach_index, &call.resume) {
                 (Some(0), None) => suspend(json!({}), &[]),
-                _ => done(call.input.clone()),
+                _ => done(Value::clone(&call.input)),
             })
             .started();
         assert_eq!(sim.status(), RunStatus::Suspended);

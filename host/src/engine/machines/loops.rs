@@ -1,6 +1,6 @@
 //! The loop machine: `do-until` and `do-while`, iteration by iteration (S32–S36).
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::engine::commands::Command;
 use crate::engine::context::{Cx, Frame};
@@ -52,12 +52,12 @@ pub(crate) fn drive_loop(
             return;
         }
         if let Some(b) = cx.bailed(frame) {
-            end_node(node, entry, frame, cx, End::Bail(b));
+            end_node(node, entry, frame, cx, End::Bail(b.into()));
             return;
         }
         let n = *iteration;
         let mut input = cx.expr_input(&f, &node.input);
-        input["output"] = out.clone();
+        input["output"] = Value::clone(&out);
         input["iteration"] = json!(n);
         let holds = match test.holds(&input) {
             Ok(h) => h,

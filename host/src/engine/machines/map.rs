@@ -17,7 +17,7 @@ pub(crate) fn drive_map(
     start_block(node, entry, frame, cx);
     let input = cx.expr_input(frame, &node.input);
     let end = match expr.eval_one(&input) {
-        Ok(v) => End::Success(v),
+        Ok(v) => End::Success(v.into()),
         Err(e) => End::Failed(cx.error(
             frame,
             &entry.path,

@@ -27,7 +27,7 @@ pub(crate) fn drive_nested(
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
         let file = cx.graph.file(file_id);
-        let mut input = node.input.clone();
+        let mut input = Value::clone(&node.input);
         if let Some(schema) = &file.input_schema
             && let Err(v) = schema.fill_and_check(&mut input)
         {
@@ -43,7 +43,7 @@ pub(crate) fn drive_nested(
         }
         let mut state = file.initial_state.clone();
         if let (Value::Object(nested), Value::Object(parent)) =
-            (&mut state, &cx.file_state(frame).state)
+            (&mut state, &*cx.file_state(frame).state)
         {
             for (k, v) in parent {
                 nested.insert(k.clone(), v.clone());
@@ -62,11 +62,12 @@ pub(crate) fn drive_nested(
             end_node(node, entry, frame, cx, End::Failed(err));
             return;
         }
+        let input = Arc::new(input);
         cx.files.insert(
             key.clone(),
             FileState {
-                input: std::sync::Arc::new(input.clone()),
-                state,
+                input: Arc::clone(&input),
+                state: Arc::new(state),
                 written: Vec::new(),
                 bailed: None,
             },
@@ -168,12 +169,12 @@ mod tests {
         assert_eq!(sim.status(), RunStatus::Success);
         let a = sim.calls_to("outer.a");
         assert_eq!(
-            (a[0].workflow_id.as_str(), &a[0].input),
+            (a[0].workflow_id.as_str(), &*a[0].input),
             ("child", &json!({"n": 1}))
         );
         assert_eq!(sim.record("outer").output, Some(json!("inner result")));
         assert_eq!(sim.record("outer.a").status, StepStatus::Success);
-        assert_eq!(sim.calls_to("z")[0].input, json!("inner result"));
+        assert_eq!(*sim.calls_to("z")[0].input, json!("inner result"));
     }
 
     #[test]
@@ -218,8 +219,8 @@ mod tests {
         .on("p", [done(json!(1)).patch(json!({"x": 1}))])
         .on("outer.a", [done(json!(2)).patch(json!({"y": 6, "k": 1}))])
         .started();
-        assert_eq!(sim.calls_to("outer.a")[0].state, json!({"x": 1, "y": 5}));
-        assert_eq!(sim.calls_to("z")[0].state, json!({"x": 1, "y": 6, "k": 1}));
+        assert_eq!(*sim.calls_to("outer.a")[0].state, json!({"x": 1, "y": 5}));
+        assert_eq!(*sim.calls_to("z")[0].state, json!({"x": 1, "y": 6, "k": 1}));
     }
 
     #[test]
@@ -241,7 +242,7 @@ mod tests {
             ("inner", "outer.b")
         );
         assert_eq!(sim.run.error, Some(error));
-        assert_eq!(sim.run.files[""].state, json!({}));
+        assert_eq!(*sim.run.files[""].state, json!({}));
         assert_eq!(
             sim.calls_to("outer.b").len(),
             1,

@@ -56,7 +56,7 @@ mod tests {
         assert_eq!(sim.max_in_flight, 2);
         assert_eq!(sim.status(), RunStatus::Success);
         assert_eq!(sim.record("p").output, Some(json!({"a": "A", "b": "B"})));
-        assert_eq!(sim.calls_to("next")[0].input, json!({"a": "A", "b": "B"}));
+        assert_eq!(*sim.calls_to("next")[0].input, json!({"a": "A", "b": "B"}));
     }
 
     #[test]

@@ -108,7 +108,7 @@ mod tests {
         sim.settle();
         assert_eq!(sim.timers_set.len(), 1);
         assert_eq!(sim.timers_set[0].1, 1_250);
-        assert_eq!(sim.calls_to("after")[0].input, json!(7));
+        assert_eq!(*sim.calls_to("after")[0].input, json!(7));
         assert_eq!(sim.status(), RunStatus::Success);
     }
 

@@ -35,17 +35,16 @@ pub(crate) fn drive_step(
         if let Some(expr) = def.input.as_ref().filter(|_| !node.made) {
             let scope = cx.expr_input(frame, &node.input);
             match expr.eval_one(&scope) {
-                Ok(v) => node.input = v,
+                Ok(v) => node.input = v.into(),
                 Err(e) => made = Some(format!("step {}: input: {e}", entry.path)),
             }
         }
-        let mut input = std::mem::take(&mut node.input);
+        // Filled in place, copied first only while an output it came from is shared.
         let invalid = def
             .schemas
             .input
             .as_ref()
-            .and_then(|s| s.fill_and_check(&mut input).err());
-        node.input = input;
+            .and_then(|s| s.fill_and_check(Arc::make_mut(&mut node.input)).err());
         cx.record_start(frame, entry, &node.input);
         cx.record(frame, entry, |rec, _| rec.attempts = Some(0));
         if !frame.in_item {
@@ -53,7 +52,7 @@ pub(crate) fn drive_step(
                 frame,
                 EventKind::StepStarted,
                 &entry.path,
-                object_of("input", node.input.clone()),
+                object_of("input", Value::clone(&node.input)),
             );
         }
         node.kind = NodeKind::Step(StepNode {
@@ -99,7 +98,7 @@ pub(crate) fn drive_step(
                     end_node(node, entry, frame, cx, End::Cancelled);
                     return;
                 }
-                let state = state.clone();
+                let state = Arc::clone(state);
                 let attempt = step.attempt;
                 cx.reissued
                     .push(format!("{} (attempt {})", entry.path, attempt));
@@ -171,7 +170,7 @@ pub(crate) fn drive_step(
 /// Issues a new invocation of the step at its current attempt.
 fn invoke(node: &mut Node, entry: &EntryDef, def: &StepDef, frame: &Frame, cx: &mut Cx) {
     let token = cx.token();
-    let state = cx.file_state(frame).state.clone();
+    let state = Arc::clone(&cx.file_state(frame).state);
     issue(node, entry, def, frame, cx, token, state);
 }
 
@@ -182,7 +181,7 @@ fn issue(
     frame: &Frame,
     cx: &mut Cx,
     token: u64,
-    state: Value,
+    state: Arc<Value>,
 ) {
     let NodeKind::Step(step) = &mut node.kind else {
         return;
@@ -193,9 +192,9 @@ fn issue(
         workflow_id: cx.graph.file(entry.file).id.clone(),
         step_path: entry.path.clone(),
         attempt,
-        input: node.input.clone(),
-        config: def.config.clone(),
-        state: state.clone(),
+        input: Arc::clone(&node.input),
+        config: Arc::clone(&def.config),
+        state: Arc::clone(&state),
         resume: step.resume.clone(),
         foreach_index: frame.foreach_index,
         iteration: frame.iteration,
@@ -255,7 +254,7 @@ fn handle_result(
             match checked.and_then(|()| apply_patches(cx, frame, entry, &result.patches)) {
                 Ok(()) => {
                     set_wait(node, StepWait::Nothing);
-                    end_node(node, entry, frame, cx, End::Success(output));
+                    end_node(node, entry, frame, cx, End::Success(output.into()));
                     return;
                 }
                 Err(f) => f,
@@ -290,7 +289,7 @@ fn handle_result(
                     file.bailed.get_or_insert_with(|| value.clone());
                 }
                 set_wait(node, StepWait::Nothing);
-                end_node(node, entry, frame, cx, End::Bail(value));
+                end_node(node, entry, frame, cx, End::Bail(value.into()));
                 return;
             }
             Err(f) => f,
@@ -400,7 +399,7 @@ mod tests {
             .on("b", [done(json!("ok"))])
             .started();
         assert_eq!(sim.status(), RunStatus::Success);
-        assert_eq!(sim.calls_to("b")[0].input, json!({"n": 30, "a": 3}));
+        assert_eq!(*sim.calls_to("b")[0].input, json!({"n": 30, "a": 3}));
         assert_eq!(sim.record("b").input, Some(json!({"n": 30, "a": 3})));
         for bad in [".input | error", "empty", "1, 2"] {
             let sim = Sim::new(file("w", vec![step("b").input(bad)]), json!({})).started();
@@ -505,8 +504,8 @@ mod tests {
                 [done(json!(1)).patch(json!({"x": 1})).patch(json!({"y": 2}))],
             )
             .started();
-        assert_eq!(sim.calls_to("b")[0].state, json!({"x": 1, "y": 2}));
-        assert_eq!(sim.run.files[""].state, json!({"x": 1, "y": 2}));
+        assert_eq!(*sim.calls_to("b")[0].state, json!({"x": 1, "y": 2}));
+        assert_eq!(*sim.run.files[""].state, json!({"x": 1, "y": 2}));
     }
 
     #[test]
@@ -519,7 +518,7 @@ mod tests {
             sim.record("a").error.as_ref().map(|e| e.code.as_str()),
             Some("invalid-state-patch")
         );
-        assert_eq!(sim.run.files[""].state, json!({}));
+        assert_eq!(*sim.run.files[""].state, json!({}));
     }
 
     #[test]

@@ -139,7 +139,7 @@ impl Builder<'_> {
                 let call = StepDef {
                     plugin: key,
                     step: info.name.clone(),
-                    config: json!({}),
+                    config: json!({}).into(),
                     retry,
                     timeout_ms: t.timeout_ms,
                     schemas,
@@ -179,7 +179,7 @@ impl Builder<'_> {
                 let call = StepDef {
                     plugin: WORKFLOW_TOOL_PLUGIN.to_owned(),
                     step: key,
-                    config: json!({}),
+                    config: json!({}).into(),
                     retry,
                     timeout_ms: t.timeout_ms,
                     schemas: StepSchemas {
