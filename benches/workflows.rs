@@ -242,17 +242,14 @@ fn report(name: &str, in_flight: usize, settings: &Settings, rounds: &[Figures])
     }
     let of = |f: fn(&Figures) -> f64| median(rounds.iter().map(f).collect());
     let seconds = of(|f| f.seconds);
+    let steps = (of(|f| f.steps as f64 / f.seconds) * seconds).round() as u64;
     let medians = Figures {
         runs: (of(|f| f.runs as f64 / f.seconds) * seconds).round() as u64,
-        steps: (of(|f| f.steps as f64 / f.seconds) * seconds).round() as u64,
+        steps,
         seconds,
         p50_ms: of(|f| f.p50_ms),
         p99_ms: of(|f| f.p99_ms),
-        cpu_seconds: 0.0,
-    };
-    let medians = Figures {
-        cpu_seconds: of(|f| f.cpu_seconds / f.steps.max(1) as f64) * medians.steps as f64,
-        ..medians
+        cpu_seconds: of(|f| f.cpu_seconds / f.steps.max(1) as f64) * steps as f64,
     };
     print(name, in_flight, settings, json!("median"), &medians);
 }

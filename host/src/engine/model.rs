@@ -230,8 +230,8 @@ pub struct AgentDef {
     /// The structured output the final answer must be (S124); `None`: the text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Schema>,
-    /// The model calls' configuration (`max-tokens`, `temperature`).
-    pub config: Value,
+    /// The model calls' configuration (`max-tokens`, `temperature`); shared with each call.
+    pub config: Arc<Value>,
     /// The model calls' retry policy (the model's `retry:` over the file's, the entry's over
     /// both).
     pub retry: RetryPolicy,

@@ -197,7 +197,7 @@ pub(crate) fn agent(id: &str, tools: &[(&str, bool)], max_steps: u32) -> Spec {
             tools,
             max_steps,
             output_schema: None,
-            config: json!({}),
+            config: json!({}).into(),
             retry: RetryPolicy::default(),
             timeout_ms: None,
             input: None,

@@ -254,7 +254,7 @@ fn model_step(def: &AgentDef) -> StepDef {
     StepDef {
         plugin: MODEL_PLUGIN.to_owned(),
         step: def.model.clone(),
-        config: def.config.clone().into(),
+        config: std::sync::Arc::clone(&def.config),
         retry: def.retry,
         timeout_ms: def.timeout_ms,
         schemas: Default::default(),

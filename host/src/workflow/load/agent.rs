@@ -94,7 +94,7 @@ impl Builder<'_> {
             tools,
             max_steps,
             output_schema,
-            config,
+            config: config.into(),
             retry,
             timeout_ms: a.timeout_ms,
             input,
