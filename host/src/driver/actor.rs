@@ -47,6 +47,9 @@ pub enum Msg {
         reply: oneshot::Sender<Result<(), RuntimeError>>,
         /// Keeps the run out of listings until then.
         creating: super::Creating,
+        /// Answered as [`Msg::Wait`] is, after the start (one message: nothing can come
+        /// between them).
+        waiter: Option<Waiter>,
     },
     /// Read the record.
     Show(oneshot::Sender<RunRecord>),
@@ -384,6 +387,7 @@ impl Actor {
                 at,
                 reply,
                 creating,
+                waiter,
             } => {
                 // The first transition's fsync covers the creation logged before it.
                 let started = match self.apply(Event::Start { at }).await {
@@ -396,6 +400,9 @@ impl Actor {
                 };
                 drop(creating);
                 let _ = reply.send(started);
+                if let Some(waiter) = waiter {
+                    self.wait(waiter).await;
+                }
             }
             Msg::Show(reply) => {
                 // What it shows is durable (S100).

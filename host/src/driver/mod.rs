@@ -265,7 +265,40 @@ impl Until {
 #[derive(Clone)]
 struct LiveRun {
     tx: mpsc::UnboundedSender<Msg>,
+    /// Closed once the actor has stopped (it holds the sender).
     status: watch::Receiver<Progress>,
+}
+
+/// A request [`LiveRun::ask`] could not send: the actor had stopped reading.
+struct NotSent;
+
+impl LiveRun {
+    /// Sends the actor the request that `msg` makes of a reply channel and waits for the
+    /// answer: `None` when the actor stopped without giving one.
+    ///
+    /// The actor's end is watched, not only the reply channel. A request sent just as the
+    /// actor stops can land in its queue after the actor's last read of it; the queue then
+    /// keeps the reply channel open, unanswered, for as long as any sender of the queue lives
+    /// (a pending timer's, or this caller's), and waiting on the reply alone would never end.
+    async fn ask<T>(
+        self,
+        msg: impl FnOnce(oneshot::Sender<T>) -> Msg,
+    ) -> Result<Option<T>, NotSent> {
+        let LiveRun { tx, mut status } = self;
+        let (reply, mut answer) = oneshot::channel();
+        tx.send(msg(reply)).map_err(|_| NotSent)?;
+        drop(tx);
+        Ok(tokio::select! {
+            biased;
+            answered = &mut answer => answered.ok(),
+            () = stopped(&mut status) => answer.try_recv().ok(),
+        })
+    }
+}
+
+/// Returns once the actor that publishes `status` has stopped.
+async fn stopped(status: &mut watch::Receiver<Progress>) {
+    while status.changed().await.is_ok() {}
 }
 
 /// Where a live run stands, as its actor publishes it once durable (S100): what listings
@@ -663,21 +696,19 @@ impl Runtime {
             }
         };
         let live = self.spawn(state, graph, Position::FRESH)?;
-        let (reply, started) = oneshot::channel();
-        let _ = live.tx.send(Msg::Start {
-            at: now,
-            reply,
-            creating,
-        });
-        if let Some(waiter) = waiter {
-            // Queued behind the start: the actor answers once the run has settled.
-            let _ = live.tx.send(Msg::Wait(waiter));
-        }
-        match started.await {
-            Ok(durable) => durable.map(|()| run_id),
+        let started = live
+            .ask(|reply| Msg::Start {
+                at: now,
+                reply,
+                creating,
+                waiter,
+            })
+            .await;
+        match started {
+            Ok(Some(durable)) => durable.map(|()| run_id),
             // The actor went away without answering (it failed while starting the run and
             // ended it failed): the creation is made durable here.
-            Err(_) => self.durable().await.map(|()| run_id),
+            _ => self.durable().await.map(|()| run_id),
         }
     }
 
@@ -738,13 +769,10 @@ impl Runtime {
     /// Waits until the run has ended or suspended, and returns its record.
     pub async fn wait(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
         check_run_id(run_id)?;
-        if let Some(live) = self.live(run_id) {
-            let (tx, rx) = oneshot::channel();
-            if live.tx.send(Msg::Wait(tx)).is_ok()
-                && let Ok(answer) = rx.await
-            {
-                return answer;
-            }
+        if let Some(live) = self.live(run_id)
+            && let Ok(Some(answer)) = live.ask(Msg::Wait).await
+        {
+            return answer;
         }
         self.wait_stored(run_id).await
     }
@@ -766,13 +794,10 @@ impl Runtime {
     /// The run's record (WORKFLOW-FORMAT.md §3).
     pub async fn show(&self, run_id: &str) -> Result<RunRecord, RuntimeError> {
         check_run_id(run_id)?;
-        if let Some(live) = self.live(run_id) {
-            let (tx, rx) = oneshot::channel();
-            if live.tx.send(Msg::Show(tx)).is_ok()
-                && let Ok(record) = rx.await
-            {
-                return Ok(record);
-            }
+        if let Some(live) = self.live(run_id)
+            && let Ok(Some(record)) = live.ask(Msg::Show).await
+        {
+            return Ok(record);
         }
         let (state, graph) = self.load(run_id)?;
         Ok(RunRecord::from_state(state, &graph))
@@ -854,10 +879,8 @@ impl Runtime {
         self.check_resume(run_id, &request)?;
         match self.ensure_live(run_id) {
             Ok(live) => {
-                let (tx, rx) = oneshot::channel();
-                if live.tx.send(Msg::ResumeWait(request.clone(), tx)).is_ok()
-                    && let Ok(answer) = rx.await
-                {
+                let resume = |tx| Msg::ResumeWait(request.clone(), tx);
+                if let Ok(Some(answer)) = live.ask(resume).await {
                     return answer;
                 }
             }
@@ -982,13 +1005,10 @@ impl Runtime {
                 other => other?,
             };
             attempt += 1;
-            let (tx, rx) = oneshot::channel();
-            if live.tx.send(ask.msg(tx)).is_err() {
-                self.retire(run_id);
-                continue;
-            }
-            if let Ok(answer) = rx.await {
-                return answer;
+            match live.ask(|tx| ask.msg(tx)).await {
+                Ok(Some(answer)) => return answer,
+                Ok(None) => {}
+                Err(NotSent) => self.retire(run_id),
             }
         }
         Err(RuntimeError::DriverStopped { run: run_id.into() })
@@ -1520,5 +1540,83 @@ fn summary(state: &RunState) -> RunSummary {
         status: state.status,
         created_at: state.created_at,
         updated_at: state.updated_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    /// A live run as the runtime holds it, with its actor's ends: its queue and the sender of
+    /// its status, which the actor drops as it stops.
+    fn live_run() -> (
+        LiveRun,
+        mpsc::UnboundedReceiver<Msg>,
+        watch::Sender<Progress>,
+    ) {
+        let (tx, queue) = mpsc::unbounded_channel();
+        let (status_tx, status) = watch::channel(Progress {
+            status: RunStatus::Running,
+            updated_at: 0,
+        });
+        (LiveRun { tx, status }, queue, status_tx)
+    }
+
+    /// A request that landed in the queue of an actor that had stopped reading it (sent as
+    /// the actor retired) is not waited for once the actor is gone, although its reply channel
+    /// is still open: `wait`, `show`, `resume` and `cancel` then ask the store. Waiting on
+    /// the reply alone hung `Runtime::wait` about once in ten thousand runs under load.
+    #[test]
+    fn a_request_left_in_a_stopped_actors_queue_is_not_waited_for() {
+        let (live, mut queue, status) = live_run();
+        let mut asked = Box::pin(live.ask(Msg::Cancel));
+        assert!(
+            (&mut asked).now_or_never().is_none(),
+            "answered before asked"
+        );
+        let Ok(Msg::Cancel(reply)) = queue.try_recv() else {
+            panic!("the request was not queued");
+        };
+        assert!(
+            (&mut asked).now_or_never().is_none(),
+            "unanswered, actor live"
+        );
+        drop(status);
+        match asked.now_or_never() {
+            Some(Ok(None)) => {}
+            Some(_) => panic!("an answer nobody gave"),
+            None => panic!("still waiting on an actor that has stopped"),
+        }
+        assert!(reply.is_closed(), "the caller let go of the reply channel");
+    }
+
+    /// An answer given just before the actor stopped is the answer, not the store's.
+    #[test]
+    fn an_answer_given_as_the_actor_stops_is_kept() {
+        let (live, mut queue, status) = live_run();
+        let mut asked = Box::pin(live.ask(Msg::Cancel));
+        assert!(
+            (&mut asked).now_or_never().is_none(),
+            "answered before asked"
+        );
+        let Ok(Msg::Cancel(reply)) = queue.try_recv() else {
+            panic!("the request was not queued");
+        };
+        let _ = reply.send(Ok(()));
+        drop(status);
+        assert!(matches!(asked.now_or_never(), Some(Ok(Some(Ok(()))))));
+    }
+
+    /// A request to an actor that no longer reads its queue is not sent.
+    #[test]
+    fn a_request_to_a_closed_queue_is_not_sent() {
+        let (live, queue, _status) = live_run();
+        drop(queue);
+        assert!(matches!(
+            live.ask(Msg::Cancel).now_or_never(),
+            Some(Err(NotSent))
+        ));
     }
 }
