@@ -687,6 +687,127 @@ async fn every_waiter_of_a_running_run_gets_its_record_when_it_ends() {
     assert!(records.windows(2).all(|p| p[0] == p[1]), "{records:?}");
 }
 
+/// A run that suspends once, then runs a step.
+const ONCE_THEN_ECHO: &str = r#"
+id: once
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: ask, plugin: kit, step: suspend }
+  - { id: after, plugin: kit, step: echo }
+"#;
+
+/// A run of one step.
+const JUST_INC: &str = r#"
+id: inc
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: a, plugin: kit, step: inc }
+"#;
+
+/// Awaits `call`, failing (not hanging) when it is never answered.
+async fn answered<T>(what: &str, call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(HANG_GUARD, call)
+        .await
+        .unwrap_or_else(|_| panic!("`{what}` was never answered"))
+}
+
+/// Calls that reach a run's actor while it suspends, resumes, is cancelled, ends and retires
+/// are each answered, and the answers agree with what is stored. A request that landed in the
+/// queue of an actor that had just stopped reading it was once waited for forever (about once
+/// in ten thousand runs under load): this drives a few hundred such races on two threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_racing_a_runs_end_are_each_answered_and_agree_with_the_store() {
+    let env = Env::new();
+    let once = Arc::new(env.load(&env.file("once.yaml", ONCE_THEN_ECHO)).await);
+    let inc = Arc::new(env.load(&env.file("inc.yaml", JUST_INC)).await);
+    let tasks: Vec<_> = (0..4)
+        .map(|task| {
+            let (rt, once, inc) = (env.rt.clone(), once.clone(), inc.clone());
+            tokio::spawn(async move {
+                for n in 0..25 {
+                    // Waited for as soon as started: the actor of a one-step run retires at once.
+                    let id = answered("start", rt.start(&inc, json!({"n": n}), None))
+                        .await
+                        .expect("start");
+                    let end = answered("wait", rt.wait(&id)).await.expect("wait");
+                    assert_eq!(end.status, RunStatus::Success, "{end:?}");
+
+                    let id = answered("start", rt.start(&once, json!({"n": n}), None))
+                        .await
+                        .expect("start");
+                    let shown = tokio::spawn({
+                        let (rt, id) = (rt.clone(), id.clone());
+                        async move { answered("show", rt.show(&id)).await }
+                    });
+                    let asked = answered("wait", rt.wait(&id)).await.expect("wait");
+                    assert_eq!(asked.status, RunStatus::Suspended, "{asked:?}");
+                    shown.await.expect("task").expect("show");
+
+                    // A wait, a show and (on every other run) a cancel race the resume.
+                    let cancels = (n + task) % 2 == 0;
+                    let racing = tokio::spawn({
+                        let (rt, id) = (rt.clone(), id.clone());
+                        async move {
+                            let waited = answered("wait", rt.wait(&id)).await.expect("wait");
+                            let shown = answered("show", rt.show(&id)).await.expect("show");
+                            let cancelled = if cancels {
+                                Some(answered("cancel", rt.cancel(&id)).await)
+                            } else {
+                                None
+                            };
+                            (waited, shown, cancelled)
+                        }
+                    });
+                    let resumed = if n % 2 == 0 {
+                        answered(
+                            "resume_and_wait",
+                            rt.resume_and_wait(&id, req(None, None, None, json!({}))),
+                        )
+                        .await
+                        .map(|r| r.status)
+                    } else {
+                        let resumed =
+                            answered("resume", rt.resume(&id, req(None, None, None, json!({}))))
+                                .await;
+                        let after = answered("wait", rt.wait(&id)).await.expect("wait");
+                        resumed.map(|()| after.status)
+                    };
+                    let (waited, shown, cancelled) = racing.await.expect("task");
+                    for status in [waited.status, shown.status] {
+                        assert!(
+                            matches!(status, RunStatus::Suspended | RunStatus::Running)
+                                || status.is_ended(),
+                            "{status}"
+                        );
+                    }
+
+                    let end = answered("wait", rt.wait(&id)).await.expect("wait");
+                    // A cancel that was applied (before the resume or after it) ends the run
+                    // cancelled; else the resume ran it to its end.
+                    let expected = match &cancelled {
+                        Some(Ok(())) => RunStatus::Cancelled,
+                        _ => RunStatus::Success,
+                    };
+                    assert_eq!(
+                        end.status, expected,
+                        "resume {resumed:?}, cancel {cancelled:?}"
+                    );
+                    if let Ok(status) = resumed {
+                        assert_eq!(status, end.status, "the resume's caller saw the end");
+                    }
+                    let stored = answered("show", rt.show(&id)).await.expect("show");
+                    assert_eq!(stored, end, "what `show` and `wait` answer agree");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a task failed");
+    }
+}
+
 // The injectable clock
 
 /// 2030-01-01T00:00:00Z: where the manual clocks of these tests start.
