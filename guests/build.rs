@@ -107,13 +107,17 @@ const REMOVED_VARS: &[&str] = &[
     "OUT_DIR",
 ];
 
-/// Prefixes of the per-package variables cargo sets for a build script.
+/// Prefixes of the per-package variables cargo sets for a build script, and of the parent
+/// build's profile overrides: the guests have a profile of their own. (A quick bench build with
+/// `CARGO_PROFILE_RELEASE_LTO=off` once built other components, whose copies in
+/// `examples/plugins` then made every other target directory rebuild, and back.)
 const REMOVED_PREFIXES: &[&str] = &[
     "CARGO_CFG_",
     "CARGO_FEATURE_",
     "CARGO_PKG_",
     "CARGO_MANIFEST_",
     "CARGO_CRATE_",
+    "CARGO_PROFILE_",
 ];
 
 /// How many lines of the nested build's stderr a failure shows.
