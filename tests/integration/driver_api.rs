@@ -10,7 +10,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use weft::driver::{ManualClock, StoredEvent};
 use weft::engine::{RunStatus, StepStatus, rfc3339};
 
-use crate::cli::{Home, path_str};
+use crate::cli::{Home, INC, path_str};
 use crate::common::{Env, kinds};
 use crate::rules::{req, settle, until_event};
 use crate::server::{http, serve};
@@ -697,15 +697,6 @@ steps:
   - { id: after, plugin: kit, step: echo }
 "#;
 
-/// A run of one step.
-const JUST_INC: &str = r#"
-id: inc
-plugins:
-  kit: { wasm: "{testkit}" }
-steps:
-  - { id: a, plugin: kit, step: inc }
-"#;
-
 /// Awaits `call`, failing (not hanging) when it is never answered.
 async fn answered<T>(what: &str, call: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(HANG_GUARD, call)
@@ -721,7 +712,7 @@ async fn answered<T>(what: &str, call: impl std::future::Future<Output = T>) -> 
 async fn calls_racing_a_runs_end_are_each_answered_and_agree_with_the_store() {
     let env = Env::new();
     let once = Arc::new(env.load(&env.file("once.yaml", ONCE_THEN_ECHO)).await);
-    let inc = Arc::new(env.load(&env.file("inc.yaml", JUST_INC)).await);
+    let inc = Arc::new(env.load(&env.file("inc.yaml", INC)).await);
     let tasks: Vec<_> = (0..4)
         .map(|task| {
             let (rt, once, inc) = (env.rt.clone(), once.clone(), inc.clone());

@@ -1549,6 +1549,9 @@ mod tests {
 
     use super::*;
 
+    /// What a cancel asked of a live run answers.
+    type Asked = Result<Option<Result<(), RuntimeError>>, NotSent>;
+
     /// A live run as the runtime holds it, with its actor's ends: its queue and the sender of
     /// its status, which the actor drops as it stops.
     fn live_run() -> (
@@ -1564,12 +1567,17 @@ mod tests {
         (LiveRun { tx, status }, queue, status_tx)
     }
 
-    /// A request that landed in the queue of an actor that had stopped reading it (sent as
-    /// the actor retired) is not waited for once the actor is gone, although its reply channel
-    /// is still open: `wait`, `show`, `resume` and `cancel` then ask the store. Waiting on
-    /// the reply alone hung `Runtime::wait` about once in ten thousand runs under load.
-    #[test]
-    fn a_request_left_in_a_stopped_actors_queue_is_not_waited_for() {
+    /// A cancel asked of a live run, sent and not yet answered.
+    struct Asking<F> {
+        /// The waiting call.
+        asked: std::pin::Pin<Box<F>>,
+        /// The reply channel its request carries.
+        reply: oneshot::Sender<Result<(), RuntimeError>>,
+        /// The sender of the actor's status, dropped as the actor stops.
+        status: watch::Sender<Progress>,
+    }
+
+    fn asked_a_cancel() -> Asking<impl Future<Output = Asked>> {
         let (live, mut queue, status) = live_run();
         let mut asked = Box::pin(live.ask(Msg::Cancel));
         assert!(
@@ -1583,6 +1591,24 @@ mod tests {
             (&mut asked).now_or_never().is_none(),
             "unanswered, actor live"
         );
+        Asking {
+            asked,
+            reply,
+            status,
+        }
+    }
+
+    /// A request that landed in the queue of an actor that had stopped reading it (sent as
+    /// the actor retired) is not waited for once the actor is gone, although its reply channel
+    /// is still open: `wait`, `show`, `resume` and `cancel` then ask the store. Waiting on
+    /// the reply alone hung `Runtime::wait` about once in ten thousand runs under load.
+    #[test]
+    fn a_request_left_in_a_stopped_actors_queue_is_not_waited_for() {
+        let Asking {
+            asked,
+            reply,
+            status,
+        } = asked_a_cancel();
         drop(status);
         match asked.now_or_never() {
             Some(Ok(None)) => {}
@@ -1595,15 +1621,11 @@ mod tests {
     /// An answer given just before the actor stopped is the answer, not the store's.
     #[test]
     fn an_answer_given_as_the_actor_stops_is_kept() {
-        let (live, mut queue, status) = live_run();
-        let mut asked = Box::pin(live.ask(Msg::Cancel));
-        assert!(
-            (&mut asked).now_or_never().is_none(),
-            "answered before asked"
-        );
-        let Ok(Msg::Cancel(reply)) = queue.try_recv() else {
-            panic!("the request was not queued");
-        };
+        let Asking {
+            asked,
+            reply,
+            status,
+        } = asked_a_cancel();
         let _ = reply.send(Ok(()));
         drop(status);
         assert!(matches!(asked.now_or_never(), Some(Ok(Some(Ok(()))))));
