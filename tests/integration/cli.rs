@@ -40,7 +40,8 @@ steps:
   - { id: f, plugin: kit, step: fail, config: { code: boom, message: "failed on purpose", retryable: false } }
 "#;
 
-const SUSPEND: &str = r#"
+/// A run that suspends once (step `ask`), then echoes.
+pub(crate) const SUSPEND: &str = r#"
 id: asks
 plugins:
   kit: { wasm: "{testkit}" }

@@ -10,7 +10,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use weft::driver::{ManualClock, StoredEvent};
 use weft::engine::{RunStatus, StepStatus, rfc3339};
 
-use crate::cli::{Home, INC, path_str};
+use crate::cli::{Home, INC, SUSPEND, path_str};
 use crate::common::{Env, kinds};
 use crate::rules::{req, settle, until_event};
 use crate::server::{http, serve};
@@ -687,16 +687,6 @@ async fn every_waiter_of_a_running_run_gets_its_record_when_it_ends() {
     assert!(records.windows(2).all(|p| p[0] == p[1]), "{records:?}");
 }
 
-/// A run that suspends once, then runs a step.
-const ONCE_THEN_ECHO: &str = r#"
-id: once
-plugins:
-  kit: { wasm: "{testkit}" }
-steps:
-  - { id: ask, plugin: kit, step: suspend }
-  - { id: after, plugin: kit, step: echo }
-"#;
-
 /// Awaits `call`, failing (not hanging) when it is never answered.
 async fn answered<T>(what: &str, call: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(HANG_GUARD, call)
@@ -711,7 +701,7 @@ async fn answered<T>(what: &str, call: impl std::future::Future<Output = T>) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_racing_a_runs_end_are_each_answered_and_agree_with_the_store() {
     let env = Env::new();
-    let once = Arc::new(env.load(&env.file("once.yaml", ONCE_THEN_ECHO)).await);
+    let once = Arc::new(env.load(&env.file("once.yaml", SUSPEND)).await);
     let inc = Arc::new(env.load(&env.file("inc.yaml", INC)).await);
     let tasks: Vec<_> = (0..4)
         .map(|task| {
