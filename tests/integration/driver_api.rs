@@ -866,6 +866,92 @@ steps:
 // ---------------------------------------------------------------------------------------------
 // Settings
 
+/// Three fast steps, then one that runs until it is aborted.
+const FAST_THEN_HELD: &str = r#"
+id: fast-then-held
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: a, plugin: kit, step: inc }
+  - { id: b, plugin: kit, step: inc }
+  - { id: c, plugin: kit, step: inc }
+  - { id: w, plugin: kit, step: wait-abort }
+"#;
+
+/// A figure of the runtime's metrics (Prometheus text), `None` when it is not there.
+fn metric(env: &Env, name: &str) -> Option<f64> {
+    let text = env.rt.metrics().expect("metrics");
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// S100 with the background sync put off (`background_sync_after`): a run nobody watches
+/// stores its fast steps' transitions and syncs them once, at its end, and its record and
+/// events are all there.
+#[tokio::test]
+async fn s100_a_run_nobody_watches_syncs_its_fast_steps_at_its_end_only() {
+    // The count of syncs is sled's: a shared store syncs each transition for the other
+    // processes that follow the run.
+    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
+    let env = Env::with_config(config);
+    let yaml = format!(
+        "id: ten\nplugins:\n  kit: {{ wasm: \"{{testkit}}\" }}\nsteps:\n{}",
+        (0..10)
+            .map(|i| format!("  - {{ id: s{i}, plugin: kit, step: inc }}\n"))
+            .collect::<String>()
+    );
+    let rec = env.run(&yaml, json!({ "n": 0 })).await;
+    assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+    assert_eq!(rec.result, Some(json!({ "n": 10 })));
+    // One sync for the run's start (its creation with its first transition), one for its end:
+    // none for the nine transitions between, which nothing waited on.
+    assert_eq!(metric(&env, "weft_store_syncs_total"), Some(2.0));
+    let events = env.events(&rec.run_id);
+    assert_gapless(&events.iter().map(|e| e.seq).collect::<Vec<_>>());
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| kinds(std::slice::from_ref(*e))[0].starts_with("step-succeeded"))
+            .count(),
+        10
+    );
+}
+
+/// S87 with the background sync put off: a watcher that subscribes while the run's last
+/// transitions wait for a sync gets their events at once, not when the run next needs a sync
+/// (here, never before it is cancelled).
+#[tokio::test]
+async fn s87_a_watcher_joining_while_transitions_wait_for_their_sync_gets_them_at_once() {
+    let config = crate::common::config().with_background_sync_after(Duration::from_secs(3600));
+    let env = Env::with_config(config);
+    let w = env.load(&env.file("held.yaml", FAST_THEN_HELD)).await;
+    let id = env
+        .rt
+        .start(&w, json!({ "n": 0 }), None)
+        .await
+        .expect("start");
+    // Without watching: the three steps ended and the last one runs.
+    tokio::time::timeout(HANG_GUARD, async {
+        while metric(
+            &env,
+            "weft_step_duration_seconds_count{outcome=\"success\"}",
+        ) != Some(3.0)
+            || metric(&env, "weft_steps_in_flight") != Some(1.0)
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the held step never started");
+    let mut rx = env.rt.watch(&id, 1).expect("watch");
+    let started = until_event(&mut rx, "step-started", Some("w")).await;
+    assert_eq!(started.data, json!({ "input": { "n": 3 } }));
+    env.rt.cancel(&id).await.expect("cancel accepted");
+    assert_eq!(settle(&env, &id).await.status, RunStatus::Cancelled);
+}
+
 #[tokio::test]
 async fn s87_a_watcher_behind_a_one_event_live_buffer_catches_up_without_gap() {
     let env = Env::with_config(crate::common::config().with_watch_buffer(1));

@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -62,6 +62,11 @@ pub enum Msg {
     ResumeWait(ResumeRequest, Waiter),
     /// Cancel.
     Cancel(oneshot::Sender<Result<(), RuntimeError>>),
+    /// A watcher subscribed: the events stored since the last sync are synced now, for it,
+    /// rather than when the run next needs a sync ([`RuntimeConfig::background_sync_after`]).
+    ///
+    /// [`RuntimeConfig::background_sync_after`]: super::RuntimeConfig::background_sync_after
+    Watched,
 }
 
 /// Where the record of a settled run goes ([`Msg::Wait`]).
@@ -119,6 +124,9 @@ pub struct Actor {
     /// A transition inside a foreach item can store a record with no event, which
     /// `unpublished` does not show.
     durable_sub: u32,
+    /// Since when transitions are stored that no sync started covers, while nobody watches
+    /// ([`Actor::sync_due`]).
+    unsynced_since: Option<Instant>,
     /// What runs each step of the run.
     executors: Arc<RunExecutors>,
     /// Storing failed: the actor stops (see [`Actor::halt`]).
@@ -198,6 +206,7 @@ impl Actor {
             unpublished: Unpublished::default(),
             syncing: None,
             durable_sub: at.next_sub,
+            unsynced_since: None,
             executors,
             halted: false,
             waiters: Vec::new(),
@@ -366,13 +375,35 @@ impl Actor {
         self.rt.committed();
         let durable = self.unpublished.take_first(covered);
         self.publish(durable);
-        if !self.unpublished.is_empty() {
+        if !self.unpublished.is_empty() && self.sync_due() {
             self.start_syncing();
         }
     }
 
+    /// Whether the transitions stored since the last sync started are to be synced in the
+    /// background now, none being under way. At once when somebody watches the run (their
+    /// events reach the watchers after the sync), when the store is shared (other processes
+    /// see them after it), or without [`RuntimeConfig::background_sync_after`]; else once the
+    /// first of them has waited that long. Until then they wait for the run's next sync:
+    /// whatever waits on them (an effect outside weft, a change of status, an answer, a
+    /// `show`) or a watcher that subscribes ([`Msg::Watched`]) takes it at once.
+    ///
+    /// [`RuntimeConfig::background_sync_after`]: super::RuntimeConfig::background_sync_after
+    fn sync_due(&mut self) -> bool {
+        let after = self.rt.inner.config.background_sync_after;
+        if after.is_zero()
+            || self.events.receiver_count() > 0
+            || self.rt.inner.store.shared().is_some()
+        {
+            return true;
+        }
+        let now = Instant::now();
+        now.duration_since(*self.unsynced_since.get_or_insert(now)) >= after
+    }
+
     /// Starts a sync of every write made so far, in the background, for `unpublished`.
     fn start_syncing(&mut self) {
+        self.unsynced_since = None;
         let rt = self.rt.clone();
         let ticket = rt.sync_ticket();
         let sync: Syncing = Box::pin(async move { rt.durable_at(ticket).await });
@@ -433,6 +464,11 @@ impl Actor {
             Msg::Cancel(reply) => {
                 let r = self.apply(Event::Cancel { at: self.rt.now() }).await;
                 let _ = reply.send(r);
+            }
+            Msg::Watched => {
+                if self.syncing.is_none() && !self.unpublished.is_empty() {
+                    self.start_syncing();
+                }
             }
         }
     }
@@ -569,7 +605,7 @@ impl Actor {
         // a seq finds it stored under that seq after a crash, never given to another event.
         // Behind the events of transitions still syncing, in seq order.
         self.unpublished.push(stored, &self.events);
-        if self.syncing.is_none() {
+        if self.syncing.is_none() && self.sync_due() {
             self.start_syncing();
         }
     }
@@ -802,7 +838,7 @@ impl Actor {
             }
         }
         if defer && after.is_empty() && !status_changed {
-            if self.syncing.is_none() {
+            if self.syncing.is_none() && self.sync_due() {
                 self.start_syncing();
             }
             return Ok(());
@@ -820,6 +856,7 @@ impl Actor {
     async fn flush(&mut self) -> Result<(), RuntimeError> {
         // A sync taken now covers what the one under way does, and more.
         self.syncing = None;
+        self.unsynced_since = None;
         let covers = self.at.next_sub;
         let rt = self.rt.clone();
         let sync = rt.durable();

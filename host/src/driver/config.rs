@@ -93,6 +93,17 @@ pub struct RuntimeConfig {
     /// invocation would only add hand-offs; below it a run's invocations spread over the
     /// threads. A run's only invocation runs on its own task whatever this says.
     pub own_task_above: Option<usize>,
+    /// How long a run's transitions that nothing waits on may stay unsynced, while nobody
+    /// watches the run, before a sync in the background covers them (default 5 ms;
+    /// `Duration::ZERO` syncs each at once, as a watched run does). Such transitions are those
+    /// of steps that can change nothing outside weft, which start before their transitions
+    /// sync (S100): a run of fast steps stores them all and syncs once, when something waits
+    /// on them (its end or suspension, an effect outside weft, an answer, a `show`) or a
+    /// watcher subscribes, instead of keeping a sync under way the whole time. Should the
+    /// machine crash meanwhile, the run is recovered from its last durable transition and
+    /// runs those steps again, as it would have with the sync still under way. A store shared
+    /// with other processes syncs at once: they follow the run through it.
+    pub background_sync_after: Duration,
     /// How many graphs of runs loaded from the store (a `wait` or `show` after a run's end, a
     /// resume or recovery after a restart) are kept parsed, one per definition (default 64;
     /// 0 keeps none). Every run of a workflow loaded here then shares one graph, whose schemas
@@ -176,6 +187,7 @@ impl Default for RuntimeConfig {
             expr_steps: DEFAULT_STEP_BUDGET,
             crash_after_commits: None,
             own_task_above: None,
+            background_sync_after: Duration::from_millis(5),
             graph_cache: 64,
             store: None,
         }
@@ -198,6 +210,12 @@ impl RuntimeConfig {
     /// Sets [`RuntimeConfig::own_task_above`].
     pub fn with_own_task_above(mut self, runs: usize) -> Self {
         self.own_task_above = Some(runs);
+        self
+    }
+
+    /// Sets [`RuntimeConfig::background_sync_after`].
+    pub fn with_background_sync_after(mut self, after: Duration) -> Self {
+        self.background_sync_after = after;
         self
     }
 

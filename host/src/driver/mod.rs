@@ -1051,6 +1051,11 @@ impl Runtime {
         // Subscribe before reading the store: no event falls between the two.
         let channel = self.channel(run_id);
         let mut live_rx = channel.subscribe();
+        // Its actor syncs what it stored meanwhile now, for this watcher, rather than when the
+        // run next needs a sync.
+        if let Some(live) = self.live(run_id) {
+            let _ = live.tx.send(Msg::Watched);
+        }
         // Paired with the actor's when it publishes (`unpublished`): either it finds this
         // watcher subscribed and sends it the events, or this watcher finds them durable below.
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
