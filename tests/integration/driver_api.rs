@@ -919,6 +919,38 @@ async fn s100_a_run_nobody_watches_syncs_its_fast_steps_at_its_end_only() {
     );
 }
 
+/// S100 with the background sync put off: `resume_and_wait`'s resume waits for no sync of its
+/// own, its caller being answered once the run settles, after a sync that covers it.
+#[tokio::test]
+async fn s100_resume_and_wait_shares_the_sync_of_the_runs_end() {
+    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
+    let env = Env::with_config(config);
+    let w = env.load(&env.file("suspend.yaml", SUSPEND)).await;
+    let rec = env
+        .rt
+        .start_and_wait(&w, json!({ "n": 1 }), None)
+        .await
+        .expect("start");
+    assert_eq!(rec.status, RunStatus::Suspended);
+    // Its start and its suspension.
+    assert_eq!(metric(&env, "weft_store_syncs_total"), Some(2.0));
+    let rec = env
+        .rt
+        .resume_and_wait(&rec.run_id, req(None, None, None, json!({ "echo": "hi" })))
+        .await
+        .expect("resume");
+    assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+    // Only its end: the resume and the resumed step's end shared its sync.
+    assert_eq!(metric(&env, "weft_store_syncs_total"), Some(3.0));
+    let events = env.events(&rec.run_id);
+    assert_gapless(&events.iter().map(|e| e.seq).collect::<Vec<_>>());
+    assert!(
+        kinds(&events).contains(&"run-resumed".to_owned()),
+        "{:?}",
+        kinds(&events)
+    );
+}
+
 /// S87 with the background sync put off: a watcher that subscribes while the run's last
 /// transitions wait for a sync gets their events at once, not when the run next needs a sync
 /// (here, never before it is cancelled).

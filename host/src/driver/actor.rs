@@ -75,6 +75,21 @@ pub type Waiter = oneshot::Sender<Result<RunRecord, RuntimeError>>;
 /// The most transitions one fsync covers for a run: events queued beyond it wait for the next.
 const MAX_BATCH: usize = 256;
 
+/// When staged transitions may take effect before their sync ([`Actor::commit`]).
+#[derive(Clone, Copy)]
+enum Defer {
+    /// Never: a caller waits for them to be durable (a start, a resume or cancel answered once
+    /// applied).
+    No,
+    /// When nothing outside weft waits on them: no command but invocations that start before
+    /// their sync, and no change of the run's status.
+    Unseen,
+    /// As [`Defer::Unseen`], and also after a change to a status that is not settled: the only
+    /// caller waits for the run to settle ([`Msg::ResumeWait`]), and is answered after a sync
+    /// that covers these. The status is published once a sync does.
+    UntilSettled,
+}
+
 /// A transition stored but not yet durable: what it emitted, and the commands it asks for.
 struct Staged {
     stored: Vec<StoredEvent>,
@@ -375,6 +390,8 @@ impl Actor {
         self.rt.committed();
         let durable = self.unpublished.take_first(covered);
         self.publish(durable);
+        // A change of status that waited for this sync ([`Defer::UntilSettled`]).
+        self.publish_status();
         if !self.unpublished.is_empty() && self.sync_due() {
             self.start_syncing();
         }
@@ -454,7 +471,13 @@ impl Actor {
             }
             Msg::ResumeWait(request, waiter) => {
                 let at = self.rt.now();
-                match self.apply(Event::Resume { request, at }).await {
+                // Its caller waits for the run to settle, which a sync covering the resume
+                // will precede: the resume need not wait for one of its own.
+                let applied = match self.stage(Event::Resume { request, at }) {
+                    Ok(staged) => self.commit(vec![staged], Defer::UntilSettled).await,
+                    Err(e) => Err(e),
+                };
+                match applied {
                     Ok(()) => self.wait(waiter).await,
                     Err(e) => {
                         let _ = waiter.send(Err(e));
@@ -717,7 +740,7 @@ impl Actor {
     /// One transition: advance, store (S100), publish, then carry out the commands.
     async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
         let staged = self.stage(event)?;
-        self.commit(vec![staged], false).await
+        self.commit(vec![staged], Defer::No).await
     }
 
     /// Transitions that arrived together: each advanced and stored in turn, then all made
@@ -733,7 +756,7 @@ impl Actor {
             }
         }
         if !staged.is_empty()
-            && let Err(e) = self.commit(staged, true).await
+            && let Err(e) = self.commit(staged, Defer::Unseen).await
             && !self.halted
         {
             tracing::warn!(run = %self.state.run_id, "events not applied: {e}");
@@ -798,14 +821,14 @@ impl Actor {
     /// Invocations that can change nothing outside weft ([`RunExecutors::contained`]) start at
     /// once instead, so that they run while the disk syncs; their guest events and their ends
     /// come to the actor as messages, stored after the transitions that issued them. When
-    /// nothing else waits on the transitions (with `defer`: no other command, no change of
-    /// status, nobody to answer), the actor does not wait for their sync either: their events
-    /// are published once a sync in the background covers them ([`Actor::next_msg`]), and the
-    /// run goes on meanwhile. Nothing outside the process sees a transition before it is
+    /// nothing else waits on the transitions (as `defer` says: no other command, no change of
+    /// status or none anybody is answered at, nobody to answer), the actor does not wait for
+    /// their sync either: their events and the run's status are published once a sync in the
+    /// background covers them ([`Actor::next_msg`]), and the run goes on meanwhile. Nothing outside the process sees a transition before it is
     /// durable (S100): a watcher gets its events after the sync, a waiter the run's status,
     /// any other command waits for it; should the process die before, the run is recovered
     /// from what is on disk, and no invocation it had started early left a trace.
-    async fn commit(&mut self, staged: Vec<Staged>, defer: bool) -> Result<(), RuntimeError> {
+    async fn commit(&mut self, staged: Vec<Staged>, defer: Defer) -> Result<(), RuntimeError> {
         let mut effects = Vec::new();
         let mut status_changed = false;
         for s in staged {
@@ -837,14 +860,19 @@ impl Actor {
                 other => after.push(other),
             }
         }
-        if defer && after.is_empty() && !status_changed {
+        let unseen = match defer {
+            Defer::No => false,
+            Defer::Unseen => !status_changed,
+            // A status nobody is answered at: published once a sync covers it.
+            Defer::UntilSettled => !status_changed || !settled(self.state.status),
+        };
+        if unseen && after.is_empty() {
             if self.syncing.is_none() && self.sync_due() {
                 self.start_syncing();
             }
             return Ok(());
         }
         self.flush().await?;
-        self.publish_status();
         for cmd in after {
             self.carry_out(cmd, local);
         }
@@ -879,6 +907,7 @@ impl Actor {
         self.durable_sub = covers;
         let durable = self.unpublished.take_all();
         self.publish(durable);
+        self.publish_status();
         Ok(())
     }
 
