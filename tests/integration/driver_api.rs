@@ -951,6 +951,71 @@ async fn s100_resume_and_wait_shares_the_sync_of_the_runs_end() {
     );
 }
 
+/// S100 with the background sync put off: while `resume_and_wait`'s resume is not yet durable
+/// the run is listed as suspended, and a second resume, refused because the first applied, is
+/// told so only once the first is durable, the listing then saying running.
+#[tokio::test]
+async fn s100_a_refusal_that_rests_on_a_resume_still_syncing_waits_for_it() {
+    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
+    let env = Env::with_config(config);
+    let yaml = r#"
+id: ask-then-held
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: ask, plugin: kit, step: suspend }
+  - { id: w, plugin: kit, step: wait-abort }
+"#;
+    let w = env.load(&env.file("held.yaml", yaml)).await;
+    let rec = env
+        .rt
+        .start_and_wait(&w, json!({}), None)
+        .await
+        .expect("start");
+    assert_eq!(rec.status, RunStatus::Suspended);
+    let id = rec.run_id;
+    let resuming = tokio::spawn({
+        let (rt, id) = (env.rt.clone(), id.clone());
+        async move {
+            rt.resume_and_wait(&id, req(None, None, None, json!({})))
+                .await
+        }
+    });
+    // Without watching (a watch would have the actor sync): the resumed step ended, and the
+    // held one runs.
+    tokio::time::timeout(HANG_GUARD, async {
+        while metric(
+            &env,
+            "weft_step_duration_seconds_count{outcome=\"success\"}",
+        ) != Some(1.0)
+            || metric(&env, "weft_steps_in_flight") != Some(1.0)
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the held step never started");
+    let listed = |env: &Env| env.rt.runs(None, None).expect("runs")[0].status;
+    assert_eq!(
+        listed(&env),
+        RunStatus::Suspended,
+        "the resume is not durable yet"
+    );
+    let refused = env.rt.resume(&id, req(None, None, None, json!({}))).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(
+        listed(&env),
+        RunStatus::Running,
+        "told after the resume was durable"
+    );
+    env.rt.cancel(&id).await.expect("cancel accepted");
+    let rec = answered("resume_and_wait", resuming)
+        .await
+        .expect("task")
+        .expect("resume");
+    assert_eq!(rec.status, RunStatus::Cancelled);
+}
+
 /// S87 with the background sync put off: a watcher that subscribes while the run's last
 /// transitions wait for a sync gets their events at once, not when the run next needs a sync
 /// (here, never before it is cancelled).

@@ -473,7 +473,7 @@ impl Actor {
                 let at = self.rt.now();
                 // Its caller waits for the run to settle, which a sync covering the resume
                 // will precede: the resume need not wait for one of its own.
-                let applied = match self.stage(Event::Resume { request, at }) {
+                let applied = match self.stage_or_refuse(Event::Resume { request, at }).await {
                     Ok(staged) => self.commit(vec![staged], Defer::UntilSettled).await,
                     Err(e) => Err(e),
                 };
@@ -739,8 +739,22 @@ impl Actor {
 
     /// One transition: advance, store (S100), publish, then carry out the commands.
     async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
-        let staged = self.stage(event)?;
+        let staged = self.stage_or_refuse(event).await?;
         self.commit(vec![staged], Defer::No).await
+    }
+
+    /// [`Actor::stage`], except that a refusal is told only once what it rests on is durable:
+    /// a transition still syncing (a resume whose caller waits for the run to settle,
+    /// [`Defer::UntilSettled`]) must not show through a refusal before it is (S100).
+    async fn stage_or_refuse(&mut self, event: Event) -> Result<Staged, RuntimeError> {
+        let refused = match self.stage(event) {
+            Ok(staged) => return Ok(staged),
+            Err(e) => e,
+        };
+        if !self.halted {
+            self.all_durable().await;
+        }
+        Err(refused)
     }
 
     /// Transitions that arrived together: each advanced and stored in turn, then all made
