@@ -878,6 +878,16 @@ steps:
   - { id: w, plugin: kit, step: wait-abort }
 "#;
 
+/// A suspension, then a step that runs until it is aborted.
+const ASK_THEN_HELD: &str = r#"
+id: ask-then-held
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - { id: ask, plugin: kit, step: suspend }
+  - { id: w, plugin: kit, step: wait-abort }
+"#;
+
 /// A figure of the runtime's metrics (Prometheus text), `None` when it is not there.
 fn metric(env: &Env, name: &str) -> Option<f64> {
     let text = env.rt.metrics().expect("metrics");
@@ -958,15 +968,7 @@ async fn s100_resume_and_wait_shares_the_sync_of_the_runs_end() {
 async fn s100_a_refusal_that_rests_on_a_resume_still_syncing_waits_for_it() {
     let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
     let env = Env::with_config(config);
-    let yaml = r#"
-id: ask-then-held
-plugins:
-  kit: { wasm: "{testkit}" }
-steps:
-  - { id: ask, plugin: kit, step: suspend }
-  - { id: w, plugin: kit, step: wait-abort }
-"#;
-    let w = env.load(&env.file("held.yaml", yaml)).await;
+    let w = env.load(&env.file("held.yaml", ASK_THEN_HELD)).await;
     let rec = env
         .rt
         .start_and_wait(&w, json!({}), None)
@@ -1008,6 +1010,41 @@ steps:
         RunStatus::Running,
         "told after the resume was durable"
     );
+    env.rt.cancel(&id).await.expect("cancel accepted");
+    let rec = answered("resume_and_wait", resuming)
+        .await
+        .expect("task")
+        .expect("resume");
+    assert_eq!(rec.status, RunStatus::Cancelled);
+}
+
+/// S100 with the default settings: a run resumed by `resume_and_wait` is listed as running once
+/// a sync in the background covers the resume, though nothing else happens meanwhile (its
+/// next step runs until aborted).
+#[tokio::test]
+async fn s100_a_resumed_run_is_listed_running_once_a_background_sync_covers_its_resume() {
+    let env = Env::new();
+    let w = env.load(&env.file("held.yaml", ASK_THEN_HELD)).await;
+    let rec = env
+        .rt
+        .start_and_wait(&w, json!({}), None)
+        .await
+        .expect("start");
+    let id = rec.run_id;
+    let resuming = tokio::spawn({
+        let (rt, id) = (env.rt.clone(), id.clone());
+        async move {
+            rt.resume_and_wait(&id, req(None, None, None, json!({})))
+                .await
+        }
+    });
+    tokio::time::timeout(HANG_GUARD, async {
+        while env.rt.runs(None, None).expect("runs")[0].status != RunStatus::Running {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the resumed run was never listed as running");
     env.rt.cancel(&id).await.expect("cancel accepted");
     let rec = answered("resume_and_wait", resuming)
         .await

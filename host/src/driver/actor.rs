@@ -346,6 +346,14 @@ impl Actor {
                     Err(_) => Msg::Event(ended),
                 });
             }
+            // Transitions stored unsynced while nobody watches are synced once the first is
+            // `background_sync_after` old, whether or not the run stores another by then.
+            let due = match (&self.syncing, self.unsynced_since) {
+                (None, Some(since)) => {
+                    since.checked_add(self.rt.inner.config.background_sync_after)
+                }
+                _ => None,
+            };
             let local = async {
                 match self.local.next().await {
                     Some(ended) => ended,
@@ -358,9 +366,16 @@ impl Actor {
                     None => std::future::pending().await,
                 }
             };
+            let sync_due = async {
+                match due {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 msg = rx.recv() => return msg,
+                () = sync_due => self.start_syncing(),
                 r = synced => {
                     if let Err(e) = r {
                         self.halt(&e);
@@ -390,9 +405,11 @@ impl Actor {
         self.rt.committed();
         let durable = self.unpublished.take_first(covered);
         self.publish(durable);
-        // A change of status that waited for this sync ([`Defer::UntilSettled`]).
-        self.publish_status();
-        if !self.unpublished.is_empty() && self.sync_due() {
+        if self.durable_sub >= self.at.next_sub {
+            // Everything stored is durable, and so the run's status: a change of it may have
+            // waited for this sync ([`Defer::UntilSettled`]).
+            self.publish_status();
+        } else if self.sync_due() {
             self.start_syncing();
         }
     }
@@ -401,9 +418,9 @@ impl Actor {
     /// background now, none being under way. At once when somebody watches the run (their
     /// events reach the watchers after the sync), when the store is shared (other processes
     /// see them after it), or without [`RuntimeConfig::background_sync_after`]; else once the
-    /// first of them has waited that long. Until then they wait for the run's next sync:
-    /// whatever waits on them (an effect outside weft, a change of status, an answer, a
-    /// `show`) or a watcher that subscribes ([`Msg::Watched`]) takes it at once.
+    /// first of them has waited that long ([`Actor::next_msg`] starts it then). Sooner when
+    /// something waits on them (an effect outside weft, a settled status, an answer, a
+    /// `show`) or a watcher subscribes ([`Msg::Watched`]).
     ///
     /// [`RuntimeConfig::background_sync_after`]: super::RuntimeConfig::background_sync_after
     fn sync_due(&mut self) -> bool {
@@ -838,8 +855,8 @@ impl Actor {
     /// nothing else waits on the transitions (as `defer` says: no other command, no change of
     /// status or none anybody is answered at, nobody to answer), the actor does not wait for
     /// their sync either: their events and the run's status are published once a sync in the
-    /// background covers them ([`Actor::next_msg`]), and the run goes on meanwhile. Nothing outside the process sees a transition before it is
-    /// durable (S100): a watcher gets its events after the sync, a waiter the run's status,
+    /// background covers them ([`Actor::next_msg`]), and the run goes on meanwhile. Nothing
+    /// outside the process sees a transition before it is durable (S100): a watcher gets its events after the sync, a waiter the run's status,
     /// any other command waits for it; should the process die before, the run is recovered
     /// from what is on disk, and no invocation it had started early left a trace.
     async fn commit(&mut self, staged: Vec<Staged>, defer: Defer) -> Result<(), RuntimeError> {

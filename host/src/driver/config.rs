@@ -94,9 +94,10 @@ pub struct RuntimeConfig {
     /// threads. A run's only invocation runs on its own task whatever this says.
     pub own_task_above: Option<usize>,
     /// How long a run's transitions that nothing waits on may stay unsynced, while nobody
-    /// watches the run, before a sync in the background covers them (default 5 ms, looked at
-    /// as the run stores its next transition; `Duration::ZERO` syncs each at once, as a
-    /// watched run does). Such transitions are those
+    /// watches the run, before a sync in the background covers them (default 5 ms;
+    /// `Duration::ZERO` syncs each at once, as a watched run does). Their events, and a
+    /// change of the run's status that nobody is answered at (a `resume_and_wait`'s resume),
+    /// are published once it does. Such transitions are those
     /// of steps that can change nothing outside weft, which start before their transitions
     /// sync (S100): a run of fast steps stores them all and syncs once, when something waits
     /// on them (its end or suspension, an effect outside weft, an answer, a `show`) or a
