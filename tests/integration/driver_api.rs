@@ -888,6 +888,40 @@ steps:
   - { id: w, plugin: kit, step: wait-abort }
 "#;
 
+/// A `resume_and_wait` on a task of its own.
+type Resuming = tokio::task::JoinHandle<Result<weft::driver::RunRecord, weft::RuntimeError>>;
+
+/// Starts [`ASK_THEN_HELD`] until it suspends, then resumes it with `resume_and_wait` on a task
+/// of its own: the run's id, and the task.
+async fn resumed_in_background(env: &Env) -> (String, Resuming) {
+    let w = env.load(&env.file("held.yaml", ASK_THEN_HELD)).await;
+    let rec = env
+        .rt
+        .start_and_wait(&w, json!({}), None)
+        .await
+        .expect("start");
+    assert_eq!(rec.status, RunStatus::Suspended);
+    let resuming = tokio::spawn({
+        let (rt, id) = (env.rt.clone(), rec.run_id.clone());
+        async move {
+            rt.resume_and_wait(&id, req(None, None, None, json!({})))
+                .await
+        }
+    });
+    (rec.run_id, resuming)
+}
+
+/// Cancels the run [`resumed_in_background`] resumed: its `resume_and_wait` then answers with
+/// the cancelled run.
+async fn cancel_resumed(env: &Env, id: &str, resuming: Resuming) {
+    env.rt.cancel(id).await.expect("cancel accepted");
+    let rec = answered("resume_and_wait", resuming)
+        .await
+        .expect("task")
+        .expect("resume");
+    assert_eq!(rec.status, RunStatus::Cancelled);
+}
+
 /// A figure of the runtime's metrics (Prometheus text), `None` when it is not there.
 fn metric(env: &Env, name: &str) -> Option<f64> {
     let text = env.rt.metrics().expect("metrics");
@@ -968,21 +1002,7 @@ async fn s100_resume_and_wait_shares_the_sync_of_the_runs_end() {
 async fn s100_a_refusal_that_rests_on_a_resume_still_syncing_waits_for_it() {
     let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
     let env = Env::with_config(config);
-    let w = env.load(&env.file("held.yaml", ASK_THEN_HELD)).await;
-    let rec = env
-        .rt
-        .start_and_wait(&w, json!({}), None)
-        .await
-        .expect("start");
-    assert_eq!(rec.status, RunStatus::Suspended);
-    let id = rec.run_id;
-    let resuming = tokio::spawn({
-        let (rt, id) = (env.rt.clone(), id.clone());
-        async move {
-            rt.resume_and_wait(&id, req(None, None, None, json!({})))
-                .await
-        }
-    });
+    let (id, resuming) = resumed_in_background(&env).await;
     // Without watching (a watch would have the actor sync): the resumed step ended, and the
     // held one runs.
     tokio::time::timeout(HANG_GUARD, async {
@@ -1010,12 +1030,7 @@ async fn s100_a_refusal_that_rests_on_a_resume_still_syncing_waits_for_it() {
         RunStatus::Running,
         "told after the resume was durable"
     );
-    env.rt.cancel(&id).await.expect("cancel accepted");
-    let rec = answered("resume_and_wait", resuming)
-        .await
-        .expect("task")
-        .expect("resume");
-    assert_eq!(rec.status, RunStatus::Cancelled);
+    cancel_resumed(&env, &id, resuming).await;
 }
 
 /// S100 with the default settings: a run resumed by `resume_and_wait` is listed as running once
@@ -1024,20 +1039,7 @@ async fn s100_a_refusal_that_rests_on_a_resume_still_syncing_waits_for_it() {
 #[tokio::test]
 async fn s100_a_resumed_run_is_listed_running_once_a_background_sync_covers_its_resume() {
     let env = Env::new();
-    let w = env.load(&env.file("held.yaml", ASK_THEN_HELD)).await;
-    let rec = env
-        .rt
-        .start_and_wait(&w, json!({}), None)
-        .await
-        .expect("start");
-    let id = rec.run_id;
-    let resuming = tokio::spawn({
-        let (rt, id) = (env.rt.clone(), id.clone());
-        async move {
-            rt.resume_and_wait(&id, req(None, None, None, json!({})))
-                .await
-        }
-    });
+    let (id, resuming) = resumed_in_background(&env).await;
     tokio::time::timeout(HANG_GUARD, async {
         while env.rt.runs(None, None).expect("runs")[0].status != RunStatus::Running {
             tokio::task::yield_now().await;
@@ -1045,12 +1047,7 @@ async fn s100_a_resumed_run_is_listed_running_once_a_background_sync_covers_its_
     })
     .await
     .expect("the resumed run was never listed as running");
-    env.rt.cancel(&id).await.expect("cancel accepted");
-    let rec = answered("resume_and_wait", resuming)
-        .await
-        .expect("task")
-        .expect("resume");
-    assert_eq!(rec.status, RunStatus::Cancelled);
+    cancel_resumed(&env, &id, resuming).await;
 }
 
 /// S87 with the background sync put off: a watcher that subscribes while the run's last
