@@ -856,9 +856,10 @@ impl Actor {
     /// status or none anybody is answered at, nobody to answer), the actor does not wait for
     /// their sync either: their events and the run's status are published once a sync in the
     /// background covers them ([`Actor::next_msg`]), and the run goes on meanwhile. Nothing
-    /// outside the process sees a transition before it is durable (S100): a watcher gets its events after the sync, a waiter the run's status,
-    /// any other command waits for it; should the process die before, the run is recovered
-    /// from what is on disk, and no invocation it had started early left a trace.
+    /// outside the process sees a transition before it is durable (S100): a watcher gets its
+    /// events after the sync, a waiter the run's status, any other command waits for it;
+    /// should the process die before, the run is recovered from what is on disk, and no
+    /// invocation it had started early left a trace.
     async fn commit(&mut self, staged: Vec<Staged>, defer: Defer) -> Result<(), RuntimeError> {
         let mut effects = Vec::new();
         let mut status_changed = false;
