@@ -173,3 +173,12 @@ pub async fn model_double(script: &str) -> String {
     tokio::spawn(weft::dev_model::serve(listener, script));
     format!("http://{addr}")
 }
+
+/// A figure of a Prometheus text exposition (`/metrics`, `Runtime::metrics`): the value on the
+/// line of `name` (with its labels), `None` when there is none.
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}

@@ -924,11 +924,7 @@ async fn cancel_resumed(env: &Env, id: &str, resuming: Resuming) {
 
 /// A figure of the runtime's metrics (Prometheus text), `None` when it is not there.
 fn metric(env: &Env, name: &str) -> Option<f64> {
-    let text = env.rt.metrics().expect("metrics");
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
+    crate::common::metric(&env.rt.metrics().expect("metrics"), name)
 }
 
 /// S100 with the background sync put off (`background_sync_after`): a run nobody watches

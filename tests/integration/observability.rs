@@ -211,12 +211,7 @@ steps:
     assert_eq!(status, 200, "{body}");
     let (status, text) = http(addr, "GET", "/metrics", None).await;
     assert_eq!(status, 200, "{text}");
-    let value = |name: &str| -> Option<f64> {
-        text.lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-    };
+    let value = |name: &str| crate::common::metric(&text, name);
     assert_eq!(value("weft_runs{status=\"success\"}"), Some(4.0), "{text}");
     assert_eq!(value("weft_runs{status=\"failed\"}"), Some(0.0), "{text}");
     assert_eq!(

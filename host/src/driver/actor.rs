@@ -424,6 +424,9 @@ impl Actor {
     ///
     /// [`RuntimeConfig::background_sync_after`]: super::RuntimeConfig::background_sync_after
     fn sync_due(&mut self) -> bool {
+        if self.syncing.is_some() {
+            return false;
+        }
         let after = self.rt.inner.config.background_sync_after;
         if after.is_zero()
             || self.events.receiver_count() > 0
@@ -645,7 +648,7 @@ impl Actor {
         // a seq finds it stored under that seq after a crash, never given to another event.
         // Behind the events of transitions still syncing, in seq order.
         self.unpublished.push(stored, &self.events);
-        if self.syncing.is_none() && self.sync_due() {
+        if self.sync_due() {
             self.start_syncing();
         }
     }
@@ -899,7 +902,7 @@ impl Actor {
             Defer::UntilSettled => !status_changed || !settled(self.state.status),
         };
         if unseen && after.is_empty() {
-            if self.syncing.is_none() && self.sync_due() {
+            if self.sync_due() {
                 self.start_syncing();
             }
             return Ok(());
