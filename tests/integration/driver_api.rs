@@ -889,11 +889,11 @@ steps:
 "#;
 
 /// A `resume_and_wait` on a task of its own.
-type Resuming = tokio::task::JoinHandle<Result<weft::driver::RunRecord, weft::RuntimeError>>;
+type Settling = tokio::task::JoinHandle<Result<weft::driver::RunRecord, weft::RuntimeError>>;
 
 /// Starts [`ASK_THEN_HELD`] until it suspends, then resumes it with `resume_and_wait` on a task
 /// of its own: the run's id, and the task.
-async fn resumed_in_background(env: &Env) -> (String, Resuming) {
+async fn resumed_in_background(env: &Env) -> (String, Settling) {
     let w = env.load(&env.file("held.yaml", ASK_THEN_HELD)).await;
     let rec = env
         .rt
@@ -913,7 +913,7 @@ async fn resumed_in_background(env: &Env) -> (String, Resuming) {
 
 /// Cancels the run [`resumed_in_background`] resumed: its `resume_and_wait` then answers with
 /// the cancelled run.
-async fn cancel_resumed(env: &Env, id: &str, resuming: Resuming) {
+async fn cancel_resumed(env: &Env, id: &str, resuming: Settling) {
     env.rt.cancel(id).await.expect("cancel accepted");
     let rec = answered("resume_and_wait", resuming)
         .await
@@ -936,13 +936,7 @@ async fn s100_a_run_nobody_watches_syncs_its_fast_steps_at_its_end_only() {
     // processes that follow the run.
     let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
     let env = Env::with_config(config);
-    let yaml = format!(
-        "id: ten\nplugins:\n  kit: {{ wasm: \"{{testkit}}\" }}\nsteps:\n{}",
-        (0..10)
-            .map(|i| format!("  - {{ id: s{i}, plugin: kit, step: inc }}\n"))
-            .collect::<String>()
-    );
-    let rec = env.run(&yaml, json!({ "n": 0 })).await;
+    let rec = env.run(&ten_fast_steps(), json!({ "n": 0 })).await;
     assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
     assert_eq!(rec.result, Some(json!({ "n": 10 })));
     // One sync for the run's start (its creation with its first transition), one for its end:
@@ -959,6 +953,116 @@ async fn s100_a_run_nobody_watches_syncs_its_fast_steps_at_its_end_only() {
     );
 }
 
+/// A sequence of ten fast steps, each adding one to `n`.
+fn ten_fast_steps() -> String {
+    format!(
+        "id: ten\nplugins:\n  kit: {{ wasm: \"{{testkit}}\" }}\nsteps:\n{}",
+        (0..10)
+            .map(|i| format!("  - {{ id: s{i}, plugin: kit, step: inc }}\n"))
+            .collect::<String>()
+    )
+}
+
+/// S100 with the background sync put off: `start_and_wait`'s start waits for no sync of its
+/// own, its caller being answered once the run settles, after a sync that covers it.
+#[tokio::test]
+async fn s100_start_and_wait_shares_the_sync_of_the_runs_end() {
+    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
+    let env = Env::with_config(config);
+    let w = env.load(&env.file("ten.yaml", &ten_fast_steps())).await;
+    let rec = env
+        .rt
+        .start_and_wait(&w, json!({ "n": 0 }), None)
+        .await
+        .expect("start");
+    assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+    assert_eq!(rec.result, Some(json!({ "n": 10 })));
+    // One sync for the run's creation, its start, its steps and its end together.
+    assert_eq!(metric(&env, "weft_store_syncs_total"), Some(1.0));
+    let events = env.events(&rec.run_id);
+    assert_gapless(&events.iter().map(|e| e.seq).collect::<Vec<_>>());
+    assert_eq!(kinds(&events)[0], "run-started");
+}
+
+/// Starts [`FAST_THEN_HELD`] as run `held` with `start_and_wait` on a task of its own, and
+/// waits (reading metrics, not watching: a watch has the actor sync) until its fast steps
+/// ended and the held one runs.
+async fn started_in_background(env: &Env) -> Settling {
+    let w = env.load(&env.file("held.yaml", FAST_THEN_HELD)).await;
+    let starting = tokio::spawn({
+        let rt = env.rt.clone();
+        async move {
+            rt.start_and_wait(&w, json!({ "n": 0 }), Some("held".into()))
+                .await
+        }
+    });
+    tokio::time::timeout(HANG_GUARD, async {
+        while metric(env, "weft_step_duration_seconds_count{outcome=\"success\"}") != Some(3.0)
+            || metric(env, "weft_steps_in_flight") != Some(1.0)
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the held step never started");
+    starting
+}
+
+/// Cancels run `held` that [`started_in_background`] started: its `start_and_wait` then
+/// answers with the cancelled run.
+async fn cancel_started(env: &Env, starting: Settling) {
+    env.rt.cancel("held").await.expect("cancel accepted");
+    let rec = answered("start_and_wait", starting)
+        .await
+        .expect("task")
+        .expect("start");
+    assert_eq!(rec.status, RunStatus::Cancelled);
+}
+
+/// S100 with the background sync put off: a run started by `start_and_wait` is left out of
+/// listings while its creation is not durable, and listed as running once it is (here once a
+/// `show`, which answers with what is durable, made it so).
+#[tokio::test]
+async fn s100_a_run_started_by_start_and_wait_is_listed_once_its_creation_is_durable() {
+    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
+    let env = Env::with_config(config);
+    let starting = started_in_background(&env).await;
+    assert!(
+        env.rt.runs(None, None).expect("runs").is_empty(),
+        "its creation is not durable yet"
+    );
+    let shown = env.rt.show("held").await.expect("show");
+    assert_eq!(shown.status, RunStatus::Running);
+    let listed = env.rt.runs(None, None).expect("runs");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].status, RunStatus::Running);
+    cancel_started(&env, starting).await;
+}
+
+/// S100 with the default settings: a run started by `start_and_wait` is listed as running once
+/// a sync in the background covers its start, though nothing else happens meanwhile (its last
+/// step runs until aborted).
+#[tokio::test]
+async fn s100_a_run_started_by_start_and_wait_is_listed_once_a_background_sync_covers_it() {
+    let env = Env::new();
+    let starting = started_in_background(&env).await;
+    tokio::time::timeout(HANG_GUARD, async {
+        while env
+            .rt
+            .runs(None, None)
+            .expect("runs")
+            .first()
+            .map(|r| r.status)
+            != Some(RunStatus::Running)
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the started run was never listed as running");
+    cancel_started(&env, starting).await;
+}
+
 /// S100 with the background sync put off: `resume_and_wait`'s resume waits for no sync of its
 /// own, its caller being answered once the run settles, after a sync that covers it.
 #[tokio::test]
@@ -972,8 +1076,8 @@ async fn s100_resume_and_wait_shares_the_sync_of_the_runs_end() {
         .await
         .expect("start");
     assert_eq!(rec.status, RunStatus::Suspended);
-    // Its start and its suspension.
-    assert_eq!(metric(&env, "weft_store_syncs_total"), Some(2.0));
+    // Its start and its suspension, together.
+    assert_eq!(metric(&env, "weft_store_syncs_total"), Some(1.0));
     let rec = env
         .rt
         .resume_and_wait(&rec.run_id, req(None, None, None, json!({ "echo": "hi" })))
@@ -981,7 +1085,7 @@ async fn s100_resume_and_wait_shares_the_sync_of_the_runs_end() {
         .expect("resume");
     assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
     // Only its end: the resume and the resumed step's end shared its sync.
-    assert_eq!(metric(&env, "weft_store_syncs_total"), Some(3.0));
+    assert_eq!(metric(&env, "weft_store_syncs_total"), Some(2.0));
     let events = env.events(&rec.run_id);
     assert_gapless(&events.iter().map(|e| e.seq).collect::<Vec<_>>());
     assert!(

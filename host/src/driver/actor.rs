@@ -39,13 +39,16 @@ pub enum Msg {
     Event(Event),
     /// Something a running invocation wrote or logged.
     Guest(u64, GuestEvent),
-    /// Start a new run, whose creation is logged but not yet durable; answered once it is.
+    /// Start a new run, whose creation is logged but not yet durable; answered once it is, or
+    /// with a `waiter` once the first transition is stored (the waiter is answered after a
+    /// sync that covers both).
     Start {
         /// When it starts.
         at: engine::Millis,
-        /// Ok once the run's creation is durable, with its first transition when that applied.
+        /// Ok once the run's creation is durable, with its first transition when that applied
+        /// (with a `waiter`: once that transition is stored).
         reply: oneshot::Sender<Result<(), RuntimeError>>,
-        /// Keeps the run out of listings until then.
+        /// Keeps the run out of listings until its creation is durable.
         creating: super::Creating,
         /// Answered as [`Msg::Wait`] is, after the start (one message: nothing can come
         /// between them).
@@ -85,8 +88,9 @@ enum Defer {
     /// their sync, and no change of the run's status.
     Unseen,
     /// As [`Defer::Unseen`], and also after a change to a status that is not settled: the only
-    /// caller waits for the run to settle ([`Msg::ResumeWait`]), and is answered after a sync
-    /// that covers these. The status is published once a sync does.
+    /// caller waits for the run to settle ([`Msg::ResumeWait`], [`Msg::Start`] with a waiter),
+    /// and is answered after a sync that covers these. The status is published once a sync
+    /// does.
     UntilSettled,
 }
 
@@ -157,6 +161,10 @@ pub struct Actor {
     /// The size of the last record encoded: the next one starts with room for about as much
     /// (up to [`RECORD_ROOM`]), rather than growing its buffer from nothing.
     record_len: usize,
+    /// Keeps a new run out of listings until a sync covers its creation ([`Msg::Start`]):
+    /// dropped at the actor's first sync, which covers the creation logged before anything
+    /// the actor stored.
+    creating: Option<super::Creating>,
 }
 
 /// The most room a record's buffer starts with: a record that carried a very large output
@@ -228,6 +236,7 @@ impl Actor {
             span,
             _driven,
             record_len: 0,
+            creating: None,
         }
     }
 
@@ -403,6 +412,7 @@ impl Actor {
         };
         self.durable_sub = self.durable_sub.max(sub);
         self.rt.committed();
+        self.creating = None;
         let durable = self.unpublished.take_first(covered);
         self.publish(durable);
         if self.durable_sub >= self.at.next_sub {
@@ -457,16 +467,28 @@ impl Actor {
                 creating,
                 waiter,
             } => {
-                // The first transition's fsync covers the creation logged before it.
-                let started = match self.apply(Event::Start { at }).await {
-                    Ok(()) => Ok(()),
+                // The first transition's fsync covers the creation logged before it. A caller
+                // that waits for the run to settle is answered after a sync that covers the
+                // start: the start need not wait for one of its own, and the run stays out of
+                // listings until one does ([`Actor::creating`]).
+                let defer = if waiter.is_some() {
+                    Defer::UntilSettled
+                } else {
+                    Defer::No
+                };
+                let started = match self.stage(Event::Start { at }) {
+                    Ok(staged) => {
+                        self.creating = Some(creating);
+                        self.commit(vec![staged], defer).await
+                    }
                     Err(e) if self.halted => Err(e),
                     Err(e) => {
                         tracing::warn!(run = %self.state.run_id, "event not applied: {e}");
-                        self.rt.durable().await
+                        let durable = self.rt.durable().await;
+                        drop(creating);
+                        durable
                     }
                 };
-                drop(creating);
                 let _ = reply.send(started);
                 if let Some(waiter) = waiter {
                     self.wait(waiter).await;
@@ -940,6 +962,7 @@ impl Actor {
         }
         self.rt.committed();
         self.durable_sub = covers;
+        self.creating = None;
         let durable = self.unpublished.take_all();
         self.publish(durable);
         self.publish_status();

@@ -648,9 +648,10 @@ impl Runtime {
     /// Stores a new run (its summary, definition, the components of `workflow` and its first
     /// state) and does with it what `then` says (`fresh`: its id was made here,
     /// [`NewRun::fresh_id`]);
-    /// returns its id once the run is on disk (S100). A driven run's creation is made durable
-    /// by the fsync of its first transition, which the log holds after it: one fsync, not two,
-    /// before a run alone issues its first step.
+    /// returns its id once the run is on disk (S100), or, for a caller that waits for the run
+    /// to settle ([`Launch::DriveAndWait`]), once its first transition is stored: that caller
+    /// learns nothing before a sync covers both. A driven run's creation is made durable by
+    /// the fsync of its first transition, which the log holds after it: one fsync, not two.
     #[allow(clippy::too_many_arguments)]
     async fn launch(
         &self,
