@@ -300,16 +300,39 @@ fn run_key(kind: u8, id: &str) -> Vec<u8> {
     k
 }
 
+/// A big-endian u32 of `b` at `i`.
+fn u32_at(b: &[u8], i: usize) -> usize {
+    u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes")) as usize
+}
+
+/// Puts the value under `key`, which format 6 keeps in the home's values files with only its
+/// ref in sled (`store::values`: `2 | file u32 | offset u64 | len u32`), back into sled as
+/// format 5 held it; returns it.
+fn inline_value(tree: &sled::Tree, home: &Path, key: &[u8]) -> Vec<u8> {
+    let v = tree.get(key).expect("read").expect("stored");
+    if v[0] != 2 {
+        return v.to_vec();
+    }
+    let offset = u64::from_be_bytes(v[5..13].try_into().expect("8 bytes")) as usize;
+    let file = home
+        .join("values")
+        .join(format!("{:08}.values", u32_at(&v, 1)));
+    let bytes = std::fs::read(file).expect("the values file");
+    let value = bytes[offset..offset + u32_at(&v, 13)].to_vec();
+    tree.insert(key, value.as_slice()).expect("inline");
+    value
+}
+
 /// Takes run `id`'s first value out of the head of its first chunk of records, where format 5
 /// keeps it (`store::keys::FIRST_AT`), leaving its records as an older format held them. A chunk
 /// (`store::chunk`) is `1 | count u32 | (seq u64 | sub u32 | len u32 | bytes)*`, stored under its
 /// first record's key; a record alone is its bytes.
-fn take_first_value(tree: &sled::Tree, id: &str) -> Vec<u8> {
-    let u32_at =
-        |b: &[u8], i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes")) as usize;
+fn take_first_value(tree: &sled::Tree, home: &Path, id: &str) -> Vec<u8> {
     let record_key = |at: &[u8]| [run_key(b't', id), at.to_vec()].concat();
+    let first_key = record_key(&[0; 12]);
+    inline_value(tree, home, &first_key);
     let v = tree
-        .remove(record_key(&[0; 12]))
+        .remove(first_key)
         .expect("read")
         .expect("a format 5 run has its first value at record (0, 0)");
     if v[0] != 1 {
@@ -331,9 +354,9 @@ fn take_first_value(tree: &sled::Tree, id: &str) -> Vec<u8> {
 #[test]
 fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() {
     // Format 3 kept a run's definition digest (`d`) and first state (`b`) apart; format 4 put
-    // them in one value (`f`); format 5 keeps that value among the run's records. Sled only:
-    // the layout is sled's.
-    for format in [3, 4] {
+    // them in one value (`f`); format 5 keeps that value among the run's records, all of them
+    // in sled; format 6 keeps them in values files. Sled only: the layout is sled's.
+    for format in [3, 4, 5] {
         let dir = Dir::sled();
         std::fs::copy(weft_guests::TESTKIT, dir.dir.path().join("kit.wasm")).expect("copy");
         let wf = dir.file("ask.yaml", ASK);
@@ -343,11 +366,15 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
             // Rewrite the run as the older format wrote it.
             let db = sled::open(dir.home().join("db")).expect("open the database directly");
             let tree = db.open_tree("weft").expect("tree");
-            let first = take_first_value(&tree, "r1");
-            if format == 4 {
+            if format == 5 {
+                let first = [run_key(b't', "r1"), vec![0; 12]].concat();
+                inline_value(&tree, &dir.home(), &first);
+            } else if format == 4 {
+                let first = take_first_value(&tree, &dir.home(), "r1");
                 tree.insert(run_key(b'f', "r1"), first).expect("first");
             } else {
-                let len = u32::from_be_bytes(first[..4].try_into().expect("4 bytes")) as usize;
+                let first = take_first_value(&tree, &dir.home(), "r1");
+                let len = u32_at(&first, 0);
                 assert_eq!(len, 64, "a sha256 in hex");
                 tree.insert(run_key(b'd', "r1"), &first[4..4 + len])
                     .expect("digest");
@@ -357,6 +384,8 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
             db.insert("weft-store-format", format.to_string().as_bytes())
                 .expect("marker");
             db.flush().expect("flush");
+            // All in sled now, as the older format held it: no values files.
+            std::fs::remove_dir_all(dir.home().join("values")).expect("remove the values");
         }
         let out = dir.weft(&["resume", "r1", "--data", r#"{"ok":true}"#, "--json"]);
         assert_eq!(out.code, 0, "format {format}: {out:?}");
@@ -374,7 +403,7 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
             &marker[..],
             weft::store::STORE_FORMAT.to_string().as_bytes()
         );
-        assert_eq!(&marker[..], b"5");
+        assert_eq!(&marker[..], b"6");
     }
 }
 
@@ -1039,4 +1068,39 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).expect("copy");
         }
     }
+}
+
+/// A values file cut short (`store::values`) leaves the run whose records it held unreadable:
+/// reading it names the file and what to do, never panics, and the listing still works.
+#[test]
+fn a_values_file_cut_short_is_refused_naming_the_file_never_a_panic() {
+    // The values files beside sled's database: sled only.
+    let dir = Dir::sled();
+    let wf = dir.file("inc.yaml", INC);
+    let wf = wf.to_str().expect("utf-8");
+    let out = dir.weft(&["run", wf, "--input", r#"{"n":1}"#, "--run-id", "r1"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let file = dir.home().join("values").join("00000001.values");
+    let len = std::fs::metadata(&file).expect("the values file").len();
+    assert!(len > 0, "the run's records are in it");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .expect("open");
+    f.set_len(len / 2).expect("truncate");
+    drop(f);
+    let out = dir.weft(&["show", "r1"]);
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(
+        !out.stderr.contains("panicked at") && !out.stderr.contains("RUST_BACKTRACE"),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr.contains(&file.display().to_string())
+            && out.stderr.contains("restore the home from a backup"),
+        "{out:?}"
+    );
+    let out = dir.weft(&["runs"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("r1"), "{out:?}");
 }

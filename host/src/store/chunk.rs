@@ -5,6 +5,8 @@
 //! (seq: u64 BE | sub: u32 BE | len: u32 BE | bytes)*`. A record stored alone is its bytes, as before chunks
 //! existed; a record is JSON and never starts with [`CHUNK`], nor does a run's first value
 //! kept among its records (`keys::first`: it starts with a digest's length, 64, as a u32 BE).
+//! Since format 6 a chunk (or a record alone) of `values::INLINE_BELOW` bytes or more is kept in
+//! a values file, sled holding its ref (`store::values`).
 
 use super::RecordKey;
 
@@ -16,11 +18,19 @@ pub const MAX_CHUNK: usize = 1 << 20;
 
 /// The value holding `records` (in order, at least one): the record itself when alone.
 pub fn encode(records: &[(RecordKey, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(records, &mut out);
+    out
+}
+
+/// [`encode`], appended to `out`.
+pub fn encode_into(records: &[(RecordKey, &[u8])], out: &mut Vec<u8>) {
     if let [(_, bytes)] = records {
-        return bytes.to_vec();
+        out.extend_from_slice(bytes);
+        return;
     }
     let size: usize = records.iter().map(|(_, b)| 16 + b.len()).sum();
-    let mut out = Vec::with_capacity(5 + size);
+    out.reserve(5 + size);
     out.push(CHUNK);
     // At most MAX_CHUNK bytes of records, so far fewer than u32::MAX of them.
     out.extend_from_slice(
@@ -35,7 +45,6 @@ pub fn encode(records: &[(RecordKey, &[u8])]) -> Vec<u8> {
         out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
         out.extend_from_slice(bytes);
     }
-    out
 }
 
 /// The records of the value stored under the record key `at`; `None` when it is a chunk that

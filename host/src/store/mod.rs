@@ -13,6 +13,7 @@ mod pending;
 mod postgres;
 mod quiet_panic;
 mod sled_store;
+mod values;
 mod wal;
 
 use serde::{Deserialize, Serialize};

@@ -25,6 +25,7 @@ use super::keys::{
 };
 use super::pending::{Pending, Table};
 use super::quiet_panic::quietly;
+use super::values::{self, Values};
 use super::wal::{self, Segment};
 use super::{NewRun, RecordKey, RunSummary, Store, StoreError, chunk};
 
@@ -41,6 +42,8 @@ struct Shared {
     db: Db,
     data: Tree,
     blobs: Blobs,
+    /// The chunks of records checkpoints moved out of the log, which sled holds refs to.
+    values: Values,
     /// The database directory, for messages.
     dir: PathBuf,
     /// The log's directory.
@@ -225,13 +228,14 @@ const FORMAT_KEY: &[u8] = b"weft-store-format";
 /// records of a run as one chunk (`store::chunk`); format 4 puts a new run's definition digest
 /// and first state in one value (`keys::FIRST`), one write fewer per run; format 5 stores that
 /// value as the run's record at `keys::FIRST_AT`, so a checkpoint writes it in the run's first
-/// chunk, one write fewer again. Runs written before are read where their format put them: a
-/// format 2, 3 or 4 database reads as format 5 and is marked 5 when opened, so a weft that
-/// reads only an older format refuses it from then on.
-pub const STORE_FORMAT: u32 = 5;
+/// chunk, one write fewer again; format 6 keeps chunks in the home's values files with only
+/// their refs in sled (`store::values`). Runs written before are read where their format put
+/// them: a format 2, 3, 4 or 5 database reads as format 6 and is marked 6 when opened, so a
+/// weft that reads only an older format refuses it from then on.
+pub const STORE_FORMAT: u32 = 6;
 
 /// The formats this build reads and upgrades to [`STORE_FORMAT`] when it opens a database.
-const UPGRADED_FORMATS: [u32; 3] = [2, 3, 4];
+const UPGRADED_FORMATS: [u32; 4] = [2, 3, 4, 5];
 
 /// The name of the tree that holds runs.
 const TREE: &str = "weft";
@@ -343,12 +347,14 @@ impl SledStore {
         crate::home::create_dir(&wal_dir).map_err(|e| {
             StoreError::Backend(format!("cannot create {}: {e}", wal_dir.display()))
         })?;
-        let generation = replay(dir, &wal_dir, &db, &data, &db_file)?;
+        let values = Values::open(&home.join("values"))?;
+        let generation = replay(dir, &wal_dir, &db, &data, &values, &db_file)?;
         let segment = Segment::create(&wal_dir, generation + 1)?;
         let shared = Arc::new(Shared {
             db,
             data,
             blobs,
+            values,
             dir: dir.to_path_buf(),
             wal_dir,
             pending: Pending::new(CHECKPOINT_BYTES),
@@ -405,6 +411,7 @@ fn replay(
     wal_dir: &Path,
     db: &Db,
     data: &Tree,
+    values: &Values,
     db_file: &DbFile,
 ) -> Result<u64, StoreError> {
     wal::remove_spare(wal_dir)?;
@@ -434,7 +441,7 @@ fn replay(
         table.extend(decoded.entries);
     }
     let failed = |e| sled_error(dir, e);
-    write_table(data, &table).map_err(failed)?;
+    write_table(data, values, &table, failed)?;
     db.flush().map_err(failed)?;
     db_file.sync(dir)?;
     for (_, path) in &segments {
@@ -444,20 +451,45 @@ fn replay(
     Ok(last)
 }
 
-/// Writes `table` into sled, each run's consecutive records as one chunk. One insert at a
+/// Writes `table` into sled, each run's consecutive records as one chunk, which goes to the
+/// values files (all of the table's chunks in one append and one sync) with only its ref in
+/// sled, unless it is smaller than a ref is worth ([`values::INLINE_BELOW`]). One insert at a
 /// time, not one batch: a batch holds sled's tree lock for all of its inserts, stalling every
 /// read meanwhile, and nothing needs the writes to land together (a checkpoint cut short is
 /// replayed from the log, whole).
-fn write_table(data: &Tree, table: &Table) -> sled::Result<()> {
+fn write_table(
+    data: &Tree,
+    values: &Values,
+    table: &Table,
+    failed: impl Fn(sled::Error) -> StoreError,
+) -> Result<(), StoreError> {
+    /// A value for sled: its bytes, or the place of its bytes among those appended.
+    enum Put<'a> {
+        Inline(&'a [u8]),
+        Chunk(Vec<u8>),
+        Appended(std::ops::Range<usize>),
+    }
     /// The run prefix, the first record's key, the records and their bytes of the chunk
     /// being gathered.
     type Gathering<'a> = (&'a [u8], &'a [u8], Vec<(RecordKey, &'a [u8])>, usize);
-    fn put_chunk(data: &Tree, g: Option<Gathering<'_>>) -> sled::Result<()> {
-        if let Some((_, first, records, _)) = g {
-            data.insert(first, chunk::encode(&records))?;
+    /// Where the gathered chunk goes: appended to `appended`, or inline when small.
+    fn put_chunk<'a>(
+        puts: &mut Vec<(&'a [u8], Put<'a>)>,
+        appended: &mut Vec<u8>,
+        g: Option<Gathering<'a>>,
+    ) {
+        if let Some((_, first, records, size)) = g {
+            if size < values::INLINE_BELOW {
+                puts.push((first, Put::Chunk(chunk::encode(&records))));
+            } else {
+                let start = appended.len();
+                chunk::encode_into(&records, appended);
+                puts.push((first, Put::Appended(start..appended.len())));
+            }
         }
-        Ok(())
     }
+    let mut appended = Vec::new();
+    let mut puts = Vec::new();
     let mut gathering: Option<Gathering<'_>> = None;
     for (k, v) in table {
         match split_record_key(k) {
@@ -466,19 +498,38 @@ fn write_table(data: &Tree, table: &Table) -> sled::Result<()> {
                     *p == prefix && size + v.len() <= chunk::MAX_CHUNK
                 });
                 if !joins {
-                    put_chunk(data, gathering.take())?;
+                    put_chunk(&mut puts, &mut appended, gathering.take());
                 }
                 let g = gathering.get_or_insert_with(|| (prefix, k, Vec::new(), 0));
                 g.2.push((at, v));
                 g.3 += v.len();
             }
             None => {
-                put_chunk(data, gathering.take())?;
-                data.insert(k.as_slice(), v.as_slice())?;
+                put_chunk(&mut puts, &mut appended, gathering.take());
+                puts.push((k, Put::Inline(v)));
             }
         }
     }
-    put_chunk(data, gathering.take())
+    put_chunk(&mut puts, &mut appended, gathering.take());
+    // The values are durable before any ref to them is inserted.
+    let place = if appended.is_empty() {
+        None
+    } else {
+        Some(values.append(&appended)?)
+    };
+    for (k, put) in puts {
+        match put {
+            Put::Inline(v) => data.insert(k, v),
+            Put::Chunk(v) => data.insert(k, v),
+            Put::Appended(range) => {
+                let (number, at) = place.unwrap_or_default();
+                let r = values::ref_to(number, at + range.start as u64, range.len());
+                data.insert(k, &r[..])
+            }
+        }
+        .map_err(&failed)?;
+    }
+    Ok(())
 }
 
 impl DbFile {
@@ -536,7 +587,7 @@ impl Shared {
         };
         let size: usize = table.iter().map(|(k, v)| k.len() + v.len()).sum();
         self.room(size)?;
-        write_table(&self.data, &table).map_err(|e| self.failed(e))?;
+        write_table(&self.data, &self.values, &table, |e| self.failed(e))?;
         self.db.flush().map_err(|e| self.failed(e))?;
         self.db_file.sync(&self.dir)?;
         // sled holds them now: reads find them there.
@@ -717,7 +768,8 @@ impl Shared {
             message: message.into(),
         };
         let at = parse_record_key(prefix, k).ok_or_else(|| corrupt("not a record key"))?;
-        chunk::decode(at, v).ok_or_else(|| corrupt("a chunk of records that does not read back"))
+        let v = self.values.resolve(k, v)?;
+        chunk::decode(at, &v).ok_or_else(|| corrupt("a chunk of records that does not read back"))
     }
 
     fn last_record(&self, run_id: &str) -> Result<Option<RecordKey>, StoreError> {
@@ -748,7 +800,7 @@ impl Shared {
             return Ok(Some(v));
         }
         match self.data.get(&k).map_err(|e| self.failed(e))? {
-            Some(v) => match chunk::first(FIRST_AT, &v) {
+            Some(v) => match chunk::first(FIRST_AT, &self.values.resolve(&k, &v)?) {
                 Some(first) => Ok(Some(first.to_vec())),
                 None => Err(StoreError::Corrupt {
                     key: format!("first state of {id}"),
@@ -1047,6 +1099,9 @@ mod tests {
         let data = &store.shared.data;
         assert_eq!(data.scan_prefix(key(RECORD, "r")).count(), 1);
         assert_eq!(data.scan_prefix([FIRST]).count(), 0);
+        // The chunk itself in the values files, sled holding only its ref.
+        let held = data.get(record_key("r", FIRST_AT)).expect("get");
+        assert_eq!(held.map(|v| v.len()), Some(17));
         reads_back(&store);
         drop(store);
         let store = SledStore::open(&home, 8).expect("open again");

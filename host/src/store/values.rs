@@ -1,0 +1,243 @@
+//! Values kept beside sled's tree rather than in it: `<home>/values/<number>.values`.
+//!
+//! A checkpoint appends the chunks of records it moves out of the log (`store::chunk`) to the
+//! current values file, makes them durable, and inserts into sled only where each one lies: a
+//! ref, `REF | file: u32 BE | offset: u64 BE | len: u32 BE`. sled 0.34 copies a leaf whole at
+//! every insert and writes it out whole when it splits or flushes it, so the cost of its inserts
+//! grows with the size of the values beside them; a ref keeps its leaves small. A record is
+//! JSON and a chunk starts with `chunk::CHUNK`, and a run's first value with a digest's length
+//! (`keys::first`): none starts with [`REF`], so a value stored inline (before format 6, or one
+//! too small to be worth a ref) reads as before.
+//!
+//! Values files are only appended to: a checkpoint cut short leaves bytes no ref names, which
+//! the log's replay writes again further on. A ref is inserted only once the bytes it names are
+//! synced, so it never names bytes a crash could take away.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::StoreError;
+use super::wal::{io_error, sync_dir};
+
+/// The first byte of a ref.
+const REF: u8 = 0x02;
+
+/// The bytes of a ref.
+const REF_LEN: usize = 17;
+
+/// A value smaller than this stays in sled's tree: its ref would save little.
+pub const INLINE_BELOW: usize = 64;
+
+/// A values file takes no more appends once it holds this many bytes: the next starts.
+const FILE_BYTES: u64 = 256 << 20;
+
+/// The ending of a values file's name.
+const SUFFIX: &str = ".values";
+
+/// The values files of one home.
+pub struct Values {
+    dir: PathBuf,
+    /// The file appended to.
+    current: Mutex<Current>,
+    /// Files opened for reading, by number.
+    readers: Mutex<HashMap<u32, Arc<File>>>,
+}
+
+/// The values file appended to, and how many bytes it holds.
+struct Current {
+    number: u32,
+    file: File,
+    len: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The file of values file `number` in `dir`.
+fn path_of(dir: &Path, number: u32) -> PathBuf {
+    dir.join(format!("{number:08}{SUFFIX}"))
+}
+
+/// Opens values file `number` in `dir` for appending, made (private) when missing.
+fn open_append(dir: &Path, number: u32) -> Result<(File, u64), StoreError> {
+    let path = path_of(dir, number);
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(crate::home::FILE_MODE)
+        .open(&path)
+        .map_err(|e| io_error("open", &path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| io_error("read the size of", &path, e))?
+        .len();
+    Ok((file, len))
+}
+
+impl Values {
+    /// The values files in `dir` (`<home>/values`), made when missing; appends go to the last.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        crate::home::create_dir(dir).map_err(|e| io_error("create", dir, e))?;
+        let mut last = 0;
+        for entry in std::fs::read_dir(dir).map_err(|e| io_error("list", dir, e))? {
+            let entry = entry.map_err(|e| io_error("list", dir, e))?;
+            let name = entry.file_name();
+            if let Some(n) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(SUFFIX))
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                last = last.max(n);
+            }
+        }
+        let number = last.max(1);
+        let (file, len) = open_append(dir, number)?;
+        sync_dir(dir)?;
+        Ok(Values {
+            dir: dir.to_path_buf(),
+            current: Mutex::new(Current { number, file, len }),
+            readers: Mutex::default(),
+        })
+    }
+
+    /// Appends `bytes` (the values of one checkpoint, back to back) and syncs them; returns the
+    /// file and offset they start at, for [`ref_to`].
+    pub fn append(&self, bytes: &[u8]) -> Result<(u32, u64), StoreError> {
+        let mut current = lock(&self.current);
+        if current.len >= FILE_BYTES {
+            let number = current.number.checked_add(1).ok_or_else(|| {
+                StoreError::Backend(format!(
+                    "{} holds the most values files",
+                    self.dir.display()
+                ))
+            })?;
+            let (file, len) = open_append(&self.dir, number)?;
+            sync_dir(&self.dir)?;
+            *current = Current { number, file, len };
+        }
+        let path = path_of(&self.dir, current.number);
+        let at = current.len;
+        let written = current
+            .file
+            .write_all(bytes)
+            .and_then(|()| current.file.sync_data());
+        if let Err(e) = written {
+            // What was written of them is named by no ref; the file's end is where the next
+            // append goes.
+            current.len = current.file.metadata().map_or(at, |m| m.len());
+            return Err(io_error("write", &path, e));
+        }
+        current.len = at + bytes.len() as u64;
+        Ok((current.number, at))
+    }
+
+    /// The value `v` stored under `key`: itself, or the bytes its ref names.
+    pub fn resolve<'v>(&self, key: &[u8], v: &'v [u8]) -> Result<Cow<'v, [u8]>, StoreError> {
+        let Some(&REF) = v.first() else {
+            return Ok(Cow::Borrowed(v));
+        };
+        let corrupt = |message: String| StoreError::Corrupt {
+            key: String::from_utf8_lossy(key).into_owned(),
+            message,
+        };
+        let (number, offset, len) = parse_ref(v)
+            .ok_or_else(|| corrupt("a ref to a values file that does not read".into()))?;
+        let path = path_of(&self.dir, number);
+        let file = self.reader(number).map_err(|e| {
+            corrupt(format!(
+                "its value is in {}, which cannot be opened ({e}); restore the home from a \
+                 backup",
+                path.display()
+            ))
+        })?;
+        let mut out = vec![0; len as usize];
+        file.read_exact_at(&mut out, offset).map_err(|e| {
+            corrupt(format!(
+                "its value is {len} bytes at {offset} of {}, which cannot be read ({e}); restore \
+                 the home from a backup",
+                path.display()
+            ))
+        })?;
+        Ok(Cow::Owned(out))
+    }
+
+    /// Values file `number`, opened for reading once.
+    fn reader(&self, number: u32) -> std::io::Result<Arc<File>> {
+        let mut readers = lock(&self.readers);
+        if let Some(f) = readers.get(&number) {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(File::open(path_of(&self.dir, number))?);
+        readers.insert(number, f.clone());
+        Ok(f)
+    }
+}
+
+/// The ref to the `len` bytes at `offset` of values file `number`.
+pub fn ref_to(number: u32, offset: u64, len: usize) -> [u8; REF_LEN] {
+    let mut out = [0; REF_LEN];
+    out[0] = REF;
+    out[1..5].copy_from_slice(&number.to_be_bytes());
+    out[5..13].copy_from_slice(&offset.to_be_bytes());
+    // A chunk holds at most `chunk::MAX_CHUNK` bytes of records, or one record the log took.
+    out[13..].copy_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+    out
+}
+
+/// The file, offset and length a ref names; `None` when `v` is not one.
+fn parse_ref(v: &[u8]) -> Option<(u32, u64, u32)> {
+    if v.len() != REF_LEN || v[0] != REF {
+        return None;
+    }
+    Some((
+        u32::from_be_bytes(v[1..5].try_into().ok()?),
+        u64::from_be_bytes(v[5..13].try_into().ok()?),
+        u32::from_be_bytes(v[13..].try_into().ok()?),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_appended_reads_back_through_its_ref_and_an_inline_one_as_itself() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let values = Values::open(&dir.path().join("values")).expect("open");
+        let (n, at) = values.append(b"firstsecond").expect("append");
+        let first = ref_to(n, at, 5);
+        let second = ref_to(n, at + 5, 6);
+        assert_eq!(&*values.resolve(b"k", &first).expect("read"), b"first");
+        assert_eq!(&*values.resolve(b"k", &second).expect("read"), b"second");
+        assert_eq!(&*values.resolve(b"k", b"{}").expect("read"), b"{}");
+        // Reopened, appends go on after what is there.
+        drop(values);
+        let values = Values::open(&dir.path().join("values")).expect("reopen");
+        let (n2, at2) = values.append(b"third").expect("append");
+        assert_eq!((n2, at2), (n, at + 11));
+        assert_eq!(&*values.resolve(b"k", &first).expect("read"), b"first");
+    }
+
+    #[test]
+    fn a_ref_past_its_files_end_is_a_corrupt_entry_naming_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let values = Values::open(&dir.path().join("values")).expect("open");
+        let (n, at) = values.append(b"short").expect("append");
+        let err = values
+            .resolve(b"key", &ref_to(n, at, 50))
+            .expect_err("past the end");
+        let text = err.to_string();
+        assert!(text.contains("00000001.values"), "{text}");
+        assert!(text.contains("restore the home"), "{text}");
+        let err = values
+            .resolve(b"key", &ref_to(7, 0, 5))
+            .expect_err("no such file");
+        assert!(err.to_string().contains("00000007.values"), "{err}");
+    }
+}
