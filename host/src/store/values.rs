@@ -156,6 +156,18 @@ impl Values {
                 path.display()
             ))
         })?;
+        // A damaged ref must not make this allocate more than the file holds.
+        let size = file.metadata().map_or(0, |m| m.len());
+        if offset
+            .checked_add(u64::from(len))
+            .is_none_or(|end| end > size)
+        {
+            return Err(corrupt(format!(
+                "its value is {len} bytes at {offset} of {}, which holds {size} bytes; restore \
+                 the home from a backup",
+                path.display()
+            )));
+        }
         let mut out = vec![0; len as usize];
         file.read_exact_at(&mut out, offset).map_err(|e| {
             corrupt(format!(
@@ -235,6 +247,12 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("00000001.values"), "{text}");
         assert!(text.contains("restore the home"), "{text}");
+        // A damaged ref naming far more than the file holds is refused before anything is
+        // allocated for it.
+        let err = values
+            .resolve(b"key", &ref_to(n, u64::MAX - 1, u32::MAX as usize))
+            .expect_err("past the end");
+        assert!(err.to_string().contains("which holds 5 bytes"), "{err}");
         let err = values
             .resolve(b"key", &ref_to(7, 0, 5))
             .expect_err("no such file");
