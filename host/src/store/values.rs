@@ -42,6 +42,8 @@ const SUFFIX: &str = ".values";
 /// The values files of one home.
 pub struct Values {
     dir: PathBuf,
+    /// A file takes no more appends once it holds this many bytes ([`FILE_BYTES`]).
+    file_bytes: u64,
     /// The file appended to.
     current: Mutex<Current>,
     /// Files opened for reading, by number.
@@ -83,6 +85,11 @@ fn open_append(dir: &Path, number: u32) -> Result<(File, u64), StoreError> {
 impl Values {
     /// The values files in `dir` (`<home>/values`), made when missing; appends go to the last.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(dir, FILE_BYTES)
+    }
+
+    /// [`Values::open`], each file taking appends until it holds `file_bytes`.
+    fn open_with(dir: &Path, file_bytes: u64) -> Result<Self, StoreError> {
         crate::home::create_dir(dir).map_err(|e| io_error("create", dir, e))?;
         let mut last = 0;
         for entry in std::fs::read_dir(dir).map_err(|e| io_error("list", dir, e))? {
@@ -101,6 +108,7 @@ impl Values {
         sync_dir(dir)?;
         Ok(Values {
             dir: dir.to_path_buf(),
+            file_bytes,
             current: Mutex::new(Current { number, file, len }),
             readers: Mutex::default(),
         })
@@ -110,7 +118,7 @@ impl Values {
     /// file and offset they start at, for [`ref_to`].
     pub fn append(&self, bytes: &[u8]) -> Result<(u32, u64), StoreError> {
         let mut current = lock(&self.current);
-        if current.len >= FILE_BYTES {
+        if current.len >= self.file_bytes {
             let number = current.number.checked_add(1).ok_or_else(|| {
                 StoreError::Backend(format!(
                     "{} holds the most values files",
@@ -234,6 +242,27 @@ mod tests {
         let (n2, at2) = values.append(b"third").expect("append");
         assert_eq!((n2, at2), (n, at + 11));
         assert_eq!(&*values.resolve(b"k", &first).expect("read"), b"first");
+    }
+
+    #[test]
+    fn a_full_file_is_followed_by_the_next_and_both_read_back_after_reopening() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("values");
+        let values = Values::open_with(&path, 8).expect("open");
+        let a = values.append(b"0123456789").expect("append");
+        let b = values.append(b"abc").expect("append");
+        assert_eq!((a, b), ((1, 0), (2, 0)), "the first file was full");
+        drop(values);
+        let values = Values::open_with(&path, 8).expect("reopen");
+        assert_eq!(values.append(b"de").expect("append"), (2, 3));
+        let read = |(n, at): (u32, u64), len| {
+            values
+                .resolve(b"k", &ref_to(n, at, len))
+                .map(|v| v.into_owned())
+        };
+        assert_eq!(read(a, 10).expect("read"), b"0123456789");
+        assert_eq!(read(b, 3).expect("read"), b"abc");
+        assert_eq!(read((2, 3), 2).expect("read"), b"de");
     }
 
     #[test]
