@@ -888,7 +888,7 @@ steps:
   - { id: w, plugin: kit, step: wait-abort }
 "#;
 
-/// A `resume_and_wait` on a task of its own.
+/// A `start_and_wait` or `resume_and_wait` on a task of its own, answered once the run settles.
 type Settling = tokio::task::JoinHandle<Result<weft::driver::RunRecord, weft::RuntimeError>>;
 
 /// Starts [`ASK_THEN_HELD`] until it suspends, then resumes it with `resume_and_wait` on a task
