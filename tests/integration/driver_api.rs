@@ -984,9 +984,41 @@ async fn s100_start_and_wait_shares_the_sync_of_the_runs_end() {
     assert_eq!(kinds(&events)[0], "run-started");
 }
 
+/// Waits until `succeeded` steps have succeeded and one more runs, reading metrics rather than
+/// watching (a watch has the actor sync).
+async fn until_held_step_runs(env: &Env, succeeded: f64) {
+    tokio::time::timeout(HANG_GUARD, async {
+        while metric(env, "weft_step_duration_seconds_count{outcome=\"success\"}")
+            != Some(succeeded)
+            || metric(env, "weft_steps_in_flight") != Some(1.0)
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the held step never started");
+}
+
+/// Waits until the only run is listed as running; `what` names it in the failure.
+async fn until_listed_running(env: &Env, what: &str) {
+    tokio::time::timeout(HANG_GUARD, async {
+        while env
+            .rt
+            .runs(None, None)
+            .expect("runs")
+            .first()
+            .map(|r| r.status)
+            != Some(RunStatus::Running)
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what} was never listed as running"));
+}
+
 /// Starts [`FAST_THEN_HELD`] as run `held` with `start_and_wait` on a task of its own, and
-/// waits (reading metrics, not watching: a watch has the actor sync) until its fast steps
-/// ended and the held one runs.
+/// waits until its fast steps ended and the held one runs.
 async fn started_in_background(env: &Env) -> Settling {
     let w = env.load(&env.file("held.yaml", FAST_THEN_HELD)).await;
     let starting = tokio::spawn({
@@ -996,15 +1028,7 @@ async fn started_in_background(env: &Env) -> Settling {
                 .await
         }
     });
-    tokio::time::timeout(HANG_GUARD, async {
-        while metric(env, "weft_step_duration_seconds_count{outcome=\"success\"}") != Some(3.0)
-            || metric(env, "weft_steps_in_flight") != Some(1.0)
-        {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the held step never started");
+    until_held_step_runs(env, 3.0).await;
     starting
 }
 
@@ -1046,20 +1070,7 @@ async fn s100_a_run_started_by_start_and_wait_is_listed_once_its_creation_is_dur
 async fn s100_a_run_started_by_start_and_wait_is_listed_once_a_background_sync_covers_it() {
     let env = Env::new();
     let starting = started_in_background(&env).await;
-    tokio::time::timeout(HANG_GUARD, async {
-        while env
-            .rt
-            .runs(None, None)
-            .expect("runs")
-            .first()
-            .map(|r| r.status)
-            != Some(RunStatus::Running)
-        {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the started run was never listed as running");
+    until_listed_running(&env, "the started run").await;
     cancel_started(&env, starting).await;
 }
 
@@ -1103,20 +1114,8 @@ async fn s100_a_refusal_that_rests_on_a_resume_still_syncing_waits_for_it() {
     let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
     let env = Env::with_config(config);
     let (id, resuming) = resumed_in_background(&env).await;
-    // Without watching (a watch would have the actor sync): the resumed step ended, and the
-    // held one runs.
-    tokio::time::timeout(HANG_GUARD, async {
-        while metric(
-            &env,
-            "weft_step_duration_seconds_count{outcome=\"success\"}",
-        ) != Some(1.0)
-            || metric(&env, "weft_steps_in_flight") != Some(1.0)
-        {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the held step never started");
+    // The resumed step ended, and the held one runs.
+    until_held_step_runs(&env, 1.0).await;
     let listed = |env: &Env| env.rt.runs(None, None).expect("runs")[0].status;
     assert_eq!(
         listed(&env),
@@ -1140,13 +1139,7 @@ async fn s100_a_refusal_that_rests_on_a_resume_still_syncing_waits_for_it() {
 async fn s100_a_resumed_run_is_listed_running_once_a_background_sync_covers_its_resume() {
     let env = Env::new();
     let (id, resuming) = resumed_in_background(&env).await;
-    tokio::time::timeout(HANG_GUARD, async {
-        while env.rt.runs(None, None).expect("runs")[0].status != RunStatus::Running {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the resumed run was never listed as running");
+    until_listed_running(&env, "the resumed run").await;
     cancel_resumed(&env, &id, resuming).await;
 }
 
@@ -1163,19 +1156,8 @@ async fn s87_a_watcher_joining_while_transitions_wait_for_their_sync_gets_them_a
         .start(&w, json!({ "n": 0 }), None)
         .await
         .expect("start");
-    // Without watching: the three steps ended and the last one runs.
-    tokio::time::timeout(HANG_GUARD, async {
-        while metric(
-            &env,
-            "weft_step_duration_seconds_count{outcome=\"success\"}",
-        ) != Some(3.0)
-            || metric(&env, "weft_steps_in_flight") != Some(1.0)
-        {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the held step never started");
+    // The three steps ended and the last one runs.
+    until_held_step_runs(&env, 3.0).await;
     let mut rx = env.rt.watch(&id, 1).expect("watch");
     let started = until_event(&mut rx, "step-started", Some("w")).await;
     assert_eq!(started.data, json!({ "input": { "n": 3 } }));

@@ -10,6 +10,7 @@
 //! then retires the old segment (kept as the spare the next one is made from, or removed).
 //! Opening replays whatever segments a process left.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -465,8 +466,7 @@ fn write_table(
 ) -> Result<(), StoreError> {
     /// A value for sled: its bytes, or the place of its bytes among those appended.
     enum Put<'a> {
-        Inline(&'a [u8]),
-        Chunk(Vec<u8>),
+        Inline(Cow<'a, [u8]>),
         Appended(std::ops::Range<usize>),
     }
     /// The run prefix, the first record's key, the records and their bytes of the chunk
@@ -480,7 +480,7 @@ fn write_table(
     ) {
         if let Some((_, first, records, size)) = g {
             if size < values::INLINE_BELOW {
-                puts.push((first, Put::Chunk(chunk::encode(&records))));
+                puts.push((first, Put::Inline(Cow::Owned(chunk::encode(&records)))));
             } else {
                 let start = appended.len();
                 chunk::encode_into(&records, appended);
@@ -506,23 +506,21 @@ fn write_table(
             }
             None => {
                 put_chunk(&mut puts, &mut appended, gathering.take());
-                puts.push((k, Put::Inline(v)));
+                puts.push((k, Put::Inline(Cow::Borrowed(v))));
             }
         }
     }
     put_chunk(&mut puts, &mut appended, gathering.take());
     // The values are durable before any ref to them is inserted.
-    let place = if appended.is_empty() {
-        None
+    let (number, at) = if appended.is_empty() {
+        (0, 0)
     } else {
-        Some(values.append(&appended)?)
+        values.append(&appended)?
     };
     for (k, put) in puts {
         match put {
-            Put::Inline(v) => data.insert(k, v),
-            Put::Chunk(v) => data.insert(k, v),
+            Put::Inline(v) => data.insert(k, &*v),
             Put::Appended(range) => {
-                let (number, at) = place.unwrap_or_default();
                 let r = values::ref_to(number, at + range.start as u64, range.len());
                 data.insert(k, &r[..])
             }

@@ -46,8 +46,9 @@ pub struct Values {
     file_bytes: u64,
     /// The file appended to.
     current: Mutex<Current>,
-    /// Files opened for reading, by number.
-    readers: Mutex<HashMap<u32, Arc<File>>>,
+    /// Files opened for reading, by number, with their size when last looked at (a file
+    /// only grows: it is looked at again only for a ref past that size).
+    readers: Mutex<HashMap<u32, (Arc<File>, u64)>>,
 }
 
 /// The values file appended to, and how many bytes it holds.
@@ -90,7 +91,12 @@ impl Values {
 
     /// [`Values::open`], each file taking appends until it holds `file_bytes`.
     fn open_with(dir: &Path, file_bytes: u64) -> Result<Self, StoreError> {
+        let new_dir = !dir.exists();
         crate::home::create_dir(dir).map_err(|e| io_error("create", dir, e))?;
+        if new_dir && let Some(home) = dir.parent() {
+            // Refs to its files become durable in sled: so must the directory itself.
+            sync_dir(home)?;
+        }
         let mut last = 0;
         for entry in std::fs::read_dir(dir).map_err(|e| io_error("list", dir, e))? {
             let entry = entry.map_err(|e| io_error("list", dir, e))?;
@@ -105,7 +111,10 @@ impl Values {
         }
         let number = last.max(1);
         let (file, len) = open_append(dir, number)?;
-        sync_dir(dir)?;
+        if last == 0 {
+            // The first file was made here.
+            sync_dir(dir)?;
+        }
         Ok(Values {
             dir: dir.to_path_buf(),
             file_bytes,
@@ -157,7 +166,8 @@ impl Values {
         let (number, offset, len) = parse_ref(v)
             .ok_or_else(|| corrupt("a ref to a values file that does not read".into()))?;
         let path = path_of(&self.dir, number);
-        let file = self.reader(number).map_err(|e| {
+        let end = offset.checked_add(u64::from(len));
+        let (file, size) = self.reader(number, end.unwrap_or(u64::MAX)).map_err(|e| {
             corrupt(format!(
                 "its value is in {}, which cannot be opened ({e}); restore the home from a \
                  backup",
@@ -165,11 +175,7 @@ impl Values {
             ))
         })?;
         // A damaged ref must not make this allocate more than the file holds.
-        let size = file.metadata().map_or(0, |m| m.len());
-        if offset
-            .checked_add(u64::from(len))
-            .is_none_or(|end| end > size)
-        {
+        if end.is_none_or(|end| end > size) {
             return Err(corrupt(format!(
                 "its value is {len} bytes at {offset} of {}, which holds {size} bytes; restore \
                  the home from a backup",
@@ -187,15 +193,20 @@ impl Values {
         Ok(Cow::Owned(out))
     }
 
-    /// Values file `number`, opened for reading once.
-    fn reader(&self, number: u32) -> std::io::Result<Arc<File>> {
+    /// Values file `number`, opened for reading once, and its size: as last looked at, or
+    /// looked at again when that is short of `end`.
+    fn reader(&self, number: u32, end: u64) -> std::io::Result<(Arc<File>, u64)> {
         let mut readers = lock(&self.readers);
-        if let Some(f) = readers.get(&number) {
-            return Ok(f.clone());
+        if let Some((f, size)) = readers.get_mut(&number) {
+            if *size < end {
+                *size = f.metadata()?.len();
+            }
+            return Ok((f.clone(), *size));
         }
         let f = Arc::new(File::open(path_of(&self.dir, number))?);
-        readers.insert(number, f.clone());
-        Ok(f)
+        let size = f.metadata()?.len();
+        readers.insert(number, (f.clone(), size));
+        Ok((f, size))
     }
 }
 
