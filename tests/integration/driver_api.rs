@@ -922,6 +922,12 @@ async fn cancel_resumed(env: &Env, id: &str, resuming: Settling) {
     assert_eq!(rec.status, RunStatus::Cancelled);
 }
 
+/// An environment with `config` whose background syncs wait an hour
+/// (`background_sync_after`): a run syncs only when something waits on its transitions.
+fn syncs_put_off(config: weft::RuntimeConfig) -> Env {
+    Env::with_config(config.with_background_sync_after(Duration::from_secs(3600)))
+}
+
 /// A figure of the runtime's metrics (Prometheus text), `None` when it is not there.
 fn metric(env: &Env, name: &str) -> Option<f64> {
     crate::common::metric(&env.rt.metrics().expect("metrics"), name)
@@ -934,8 +940,7 @@ fn metric(env: &Env, name: &str) -> Option<f64> {
 async fn s100_a_run_nobody_watches_syncs_its_fast_steps_at_its_end_only() {
     // The count of syncs is sled's: a shared store syncs each transition for the other
     // processes that follow the run.
-    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
-    let env = Env::with_config(config);
+    let env = syncs_put_off(crate::common::sled_config());
     let rec = env.run(&ten_fast_steps(), json!({ "n": 0 })).await;
     assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
     assert_eq!(rec.result, Some(json!({ "n": 10 })));
@@ -967,8 +972,7 @@ fn ten_fast_steps() -> String {
 /// own, its caller being answered once the run settles, after a sync that covers it.
 #[tokio::test]
 async fn s100_start_and_wait_shares_the_sync_of_the_runs_end() {
-    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
-    let env = Env::with_config(config);
+    let env = syncs_put_off(crate::common::sled_config());
     let w = env.load(&env.file("ten.yaml", &ten_fast_steps())).await;
     let rec = env
         .rt
@@ -1048,8 +1052,7 @@ async fn cancel_started(env: &Env, starting: Settling) {
 /// `show`, which answers with what is durable, made it so).
 #[tokio::test]
 async fn s100_a_run_started_by_start_and_wait_is_listed_once_its_creation_is_durable() {
-    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
-    let env = Env::with_config(config);
+    let env = syncs_put_off(crate::common::sled_config());
     let starting = started_in_background(&env).await;
     assert!(
         env.rt.runs(None, None).expect("runs").is_empty(),
@@ -1078,8 +1081,7 @@ async fn s100_a_run_started_by_start_and_wait_is_listed_once_a_background_sync_c
 /// own, its caller being answered once the run settles, after a sync that covers it.
 #[tokio::test]
 async fn s100_resume_and_wait_shares_the_sync_of_the_runs_end() {
-    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
-    let env = Env::with_config(config);
+    let env = syncs_put_off(crate::common::sled_config());
     let w = env.load(&env.file("suspend.yaml", SUSPEND)).await;
     let rec = env
         .rt
@@ -1111,8 +1113,7 @@ async fn s100_resume_and_wait_shares_the_sync_of_the_runs_end() {
 /// told so only once the first is durable, the listing then saying running.
 #[tokio::test]
 async fn s100_a_refusal_that_rests_on_a_resume_still_syncing_waits_for_it() {
-    let config = crate::common::sled_config().with_background_sync_after(Duration::from_secs(3600));
-    let env = Env::with_config(config);
+    let env = syncs_put_off(crate::common::sled_config());
     let (id, resuming) = resumed_in_background(&env).await;
     // The resumed step ended, and the held one runs.
     until_held_step_runs(&env, 1.0).await;
@@ -1148,8 +1149,7 @@ async fn s100_a_resumed_run_is_listed_running_once_a_background_sync_covers_its_
 /// (here, never before it is cancelled).
 #[tokio::test]
 async fn s87_a_watcher_joining_while_transitions_wait_for_their_sync_gets_them_at_once() {
-    let config = crate::common::config().with_background_sync_after(Duration::from_secs(3600));
-    let env = Env::with_config(config);
+    let env = syncs_put_off(crate::common::config());
     let w = env.load(&env.file("held.yaml", FAST_THEN_HELD)).await;
     let id = env
         .rt
