@@ -19,10 +19,11 @@ use tracing::Instrument;
 use super::executors::RunExecutors;
 use super::limits;
 use super::live_events::LiveEvents;
+use super::new_events::{NewEvent, NewEvents};
 use super::record::{RecordOut, SnapshotOut};
 use super::unpublished::{Durable, Unpublished};
 use super::unrecoverable::panic_message;
-use super::{Progress, RunRecord, Runtime, RuntimeError, StoredEvent, summary};
+use super::{Progress, RunRecord, Runtime, RuntimeError, summary};
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
     self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, RunStatus, StepsView,
@@ -96,7 +97,7 @@ enum Defer {
 
 /// A transition stored but not yet durable: what it emitted, and the commands it asks for.
 struct Staged {
-    stored: Vec<StoredEvent>,
+    stored: NewEvents,
     effects: Vec<Command>,
     /// The run's status changed: waiters are told, once it is durable.
     status_changed: bool,
@@ -620,26 +621,20 @@ impl Actor {
         }
     }
 
-    fn stamp(&mut self, t: Tracking, at: &str) -> StoredEvent {
+    /// Numbers `tracking` with the run's next `seq`.
+    fn stamp(&mut self, tracking: Tracking) -> NewEvent {
         let seq = self.at.next_seq;
         self.at.next_seq += 1;
-        StoredEvent {
-            seq,
-            run_id: self.state.run_id.clone(),
-            at: at.to_owned(),
-            kind: t.kind,
-            path: t.path,
-            foreach_index: t.foreach_index,
-            iteration: t.iteration,
-            data: t.data,
-        }
+        NewEvent { seq, tracking }
     }
 
     /// Stores what invocations wrote, in the order they wrote it (S91, S111), for publishing
     /// once it is durable.
     fn guest_events(&mut self, batch: Vec<(u64, GuestEvent)>) {
-        let at = engine::rfc3339(self.rt.now());
-        let mut stored = Vec::with_capacity(batch.len());
+        let mut stored = NewEvents {
+            at: engine::rfc3339(self.rt.now()),
+            events: Vec::with_capacity(batch.len()),
+        };
         for (token, ev) in batch {
             let Some(f) = self.in_flight.get(&token) else {
                 continue;
@@ -658,9 +653,10 @@ impl Actor {
                 path: Some(f.path.clone()),
                 foreach_index: f.foreach_index,
                 iteration: f.iteration,
-                data,
+                data: data.into(),
             };
-            stored.push(self.stamp(t, &at));
+            let event = self.stamp(t);
+            stored.events.push(event);
         }
         if let Err(e) = self.persist(None, &stored, false) {
             self.halt(&e);
@@ -669,7 +665,8 @@ impl Actor {
         // Published once a sync covers them, as a transition's are (S91): a watcher that saw
         // a seq finds it stored under that seq after a crash, never given to another event.
         // Behind the events of transitions still syncing, in seq order.
-        self.unpublished.push(stored, &self.events);
+        self.unpublished
+            .push(stored, &self.state.run_id, &self.events);
         if self.sync_due() {
             self.start_syncing();
         }
@@ -690,7 +687,7 @@ impl Actor {
     fn persist(
         &mut self,
         event: Option<&RawValue>,
-        stored: &[StoredEvent],
+        stored: &NewEvents,
         status_changed: bool,
     ) -> Result<(), RuntimeError> {
         let run = |e: serde_json::Error| RuntimeError::Encode {
@@ -698,7 +695,7 @@ impl Actor {
             message: e.to_string(),
         };
         let at = (
-            stored.last().map_or(self.at.next_seq - 1, |e| e.seq),
+            stored.seqs().map_or(self.at.next_seq - 1, |(_, last)| last),
             self.at.next_sub,
         );
         self.at.next_sub += 1;
@@ -708,7 +705,7 @@ impl Actor {
             &mut bytes,
             &RecordOut {
                 log: event,
-                events: stored,
+                events: stored.written(&self.state.run_id),
             },
         )
         .map_err(run)?;
@@ -846,14 +843,16 @@ impl Actor {
         if let Some((token, _)) = ended {
             self.in_flight.remove(&token);
         }
-        let at = engine::rfc3339(at);
-        let mut stored = Vec::new();
+        let mut stored = NewEvents {
+            at: engine::rfc3339(at),
+            events: Vec::new(),
+        };
         let mut effects = Vec::new();
         for cmd in cmds {
             match cmd {
                 Command::Emit(t) => {
-                    let ev = self.stamp(t, &at);
-                    stored.push(ev);
+                    let ev = self.stamp(t);
+                    stored.events.push(ev);
                 }
                 other => effects.push(other),
             }
@@ -889,7 +888,8 @@ impl Actor {
         let mut effects = Vec::new();
         let mut status_changed = false;
         for s in staged {
-            self.unpublished.push(s.stored, &self.events);
+            self.unpublished
+                .push(s.stored, &self.state.run_id, &self.events);
             effects.extend(s.effects);
             status_changed |= s.status_changed;
         }

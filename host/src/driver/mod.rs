@@ -14,6 +14,7 @@ mod graphs;
 mod limits;
 mod live_events;
 pub mod metrics;
+mod new_events;
 mod record;
 mod shared;
 mod sync;

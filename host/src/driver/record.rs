@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::new_events::Written;
 use crate::engine::{
     self, ErrorInfo, Event, EventKind, Graph, RestartedFrom, RunState, RunStatus, StepRecord,
     SuspendedEntry, TripwireInfo,
@@ -167,7 +168,7 @@ pub struct StoredEvent {
 pub(crate) struct RecordOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<&'a RawValue>,
-    pub events: &'a [StoredEvent],
+    pub events: Written<'a>,
 }
 
 /// One stored record as read back.

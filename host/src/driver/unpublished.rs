@@ -12,6 +12,7 @@ use std::sync::atomic::{Ordering, fence};
 
 use super::StoredEvent;
 use super::live_events::LiveEvents;
+use super::new_events::NewEvents;
 
 /// Events waiting for a sync, in `seq` order.
 #[derive(Default)]
@@ -35,18 +36,16 @@ impl Entry {
 }
 
 impl Unpublished {
-    /// Adds the events one record stored, `channel` telling whether anybody watches now.
-    pub fn push(&mut self, events: Vec<StoredEvent>, channel: &LiveEvents) {
-        let (Some(first), Some(last)) = (events.first(), events.last()) else {
+    /// Adds the events one record of run `run_id` stored, `channel` telling whether anybody
+    /// watches now.
+    pub fn push(&mut self, events: NewEvents, run_id: &str, channel: &LiveEvents) {
+        let Some((from, through)) = events.seqs() else {
             return;
         };
         let entry = if channel.receiver_count() > 0 {
-            Entry::Kept(events)
+            Entry::Kept(events.into_stored(run_id))
         } else {
-            Entry::Unwatched {
-                from: first.seq,
-                through: last.seq,
-            }
+            Entry::Unwatched { from, through }
         };
         self.entries.push(entry);
     }
@@ -116,6 +115,29 @@ impl Durable {
 mod tests {
     use super::*;
     use crate::driver::live_events::event;
+    use crate::driver::new_events::NewEvent;
+    use crate::engine::{EventKind, Tracking};
+
+    /// `log` events numbered `seqs`, as a record stores them.
+    fn batch(seqs: &[u64]) -> NewEvents {
+        let log = || Tracking {
+            kind: EventKind::Log,
+            path: None,
+            foreach_index: None,
+            iteration: None,
+            data: serde_json::Value::Null.into(),
+        };
+        NewEvents {
+            at: String::new(),
+            events: seqs
+                .iter()
+                .map(|&seq| NewEvent {
+                    seq,
+                    tracking: log(),
+                })
+                .collect(),
+        }
+    }
 
     /// The stored events `from..=through`, as the store would return them.
     fn stored(from: u64, through: u64) -> Result<Vec<StoredEvent>, String> {
@@ -132,9 +154,9 @@ mod tests {
     fn s100_events_nobody_watches_are_only_marked_durable() {
         let channel = LiveEvents::new(16);
         let mut waiting = Unpublished::default();
-        waiting.push(vec![event(1), event(2)], &channel);
-        waiting.push(Vec::new(), &channel);
-        waiting.push(vec![event(3)], &channel);
+        waiting.push(batch(&[1, 2]), "r", &channel);
+        waiting.push(batch(&[]), "r", &channel);
+        waiting.push(batch(&[3]), "r", &channel);
         assert_eq!(waiting.len(), 2, "a record with no event waits for nothing");
         waiting
             .take_first(1)
@@ -152,11 +174,11 @@ mod tests {
     fn s100_a_watcher_that_comes_while_they_sync_gets_every_event_in_order() {
         let channel = LiveEvents::new(16);
         let mut waiting = Unpublished::default();
-        waiting.push(vec![event(1), event(2)], &channel);
+        waiting.push(batch(&[1, 2]), "r", &channel);
         let mut rx = channel.subscribe();
         // Kept from now on; the first two are read back, and the batch goes whole from there.
-        waiting.push(vec![event(3)], &channel);
-        waiting.push(vec![event(4)], &channel);
+        waiting.push(batch(&[3]), "r", &channel);
+        waiting.push(batch(&[4]), "r", &channel);
         let mut reads = Vec::new();
         waiting.take_all().publish(&channel, |from, through| {
             reads.push((from, through));
@@ -172,8 +194,8 @@ mod tests {
         let channel = LiveEvents::new(16);
         let mut rx = channel.subscribe();
         let mut waiting = Unpublished::default();
-        waiting.push(vec![event(1)], &channel);
-        waiting.push(vec![event(2), event(3)], &channel);
+        waiting.push(batch(&[1]), "r", &channel);
+        waiting.push(batch(&[2, 3]), "r", &channel);
         waiting
             .take_all()
             .publish(&channel, |_, _| -> Result<_, String> {
@@ -186,7 +208,7 @@ mod tests {
     fn a_failed_read_back_still_marks_the_events_durable_for_the_store() {
         let channel = LiveEvents::new(16);
         let mut waiting = Unpublished::default();
-        waiting.push(vec![event(1)], &channel);
+        waiting.push(batch(&[1]), "r", &channel);
         let mut rx = channel.subscribe();
         waiting.take_all().publish(&channel, |_, _| {
             Err::<Vec<StoredEvent>, _>("the disk is gone")

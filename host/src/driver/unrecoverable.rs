@@ -4,9 +4,10 @@
 
 use serde_json::json;
 
+use super::new_events::{NewEvent, NewEvents};
 use super::record::{RecordOut, SnapshotOut};
-use super::{Runtime, RuntimeError, StoredEvent, summary};
-use crate::engine::{self, ErrorInfo, EventKind, RunState, RunStatus};
+use super::{Runtime, RuntimeError, summary};
+use crate::engine::{self, ErrorInfo, EventKind, RunState, RunStatus, Tracking};
 use crate::store::{RecordKey, StoreError};
 
 /// The error code of a run ended because weft could not drive it.
@@ -100,20 +101,23 @@ impl Runtime {
                     state.error = Some(error);
                     (EventKind::RunFailed, data)
                 };
-                let event = StoredEvent {
-                    seq: at.0,
-                    run_id: run_id.to_owned(),
+                let events = NewEvents {
                     at: engine::rfc3339(now),
-                    kind,
-                    path: None,
-                    foreach_index: None,
-                    iteration: None,
-                    data,
+                    events: vec![NewEvent {
+                        seq: at.0,
+                        tracking: Tracking {
+                            kind,
+                            path: None,
+                            foreach_index: None,
+                            iteration: None,
+                            data: data.into(),
+                        },
+                    }],
                 };
                 let encode = |e: serde_json::Error| super::encode_failed(run_id, e);
                 let record = serde_json::to_vec(&RecordOut {
                     log: None,
-                    events: std::slice::from_ref(&event),
+                    events: events.written(run_id),
                 })
                 .map_err(encode)?;
                 let snapshot = serde_json::to_vec(&SnapshotOut {
@@ -125,7 +129,11 @@ impl Runtime {
                 store.put_snapshot(run_id, &snapshot).map_err(failed)?;
                 store.put_summary(&summary(&state)).map_err(failed)?;
                 self.durable().await?;
-                self.channel(run_id).send(event);
+                let channel = self.channel(run_id);
+                events
+                    .into_stored(run_id)
+                    .into_iter()
+                    .for_each(|e| channel.send(e));
                 Some((state, at))
             }
             Err(_) => {

@@ -12,6 +12,7 @@ use super::cancel::in_flight;
 use super::commands::{Command, EventKind, Tracking};
 use super::context::{Cx, Frame};
 use super::drive::drive_seq;
+use super::event_data::EventData;
 use super::events::{Event, Refusal};
 use super::model::Graph;
 use super::resume::select_resume;
@@ -56,11 +57,11 @@ pub fn advance(run: &mut RunState, graph: &Graph, event: Event) -> Result<Vec<Co
                 path: None,
                 foreach_index: None,
                 iteration: None,
-                data: json!({
+                data: EventData::Value(json!({
                     "path": selection.path,
                     "foreach_indexes": selection.indexes,
                     "data": selection.data,
-                }),
+                })),
             }));
             resume = Some(selection);
         }
@@ -138,10 +139,10 @@ pub fn advance(run: &mut RunState, graph: &Graph, event: Event) -> Result<Vec<Co
             path: None,
             foreach_index: None,
             iteration: None,
-            data: json!({
+            data: EventData::Value(json!({
                 "level": "warn",
                 "message": format!("recovered after the host stopped; issued again: {}", reissued.join(", ")),
-            }),
+            })),
         }));
     }
     settle_run(run, graph, &mut cmds);

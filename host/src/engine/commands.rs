@@ -6,6 +6,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::event_data::EventData;
 use super::invocation::StepCall;
 use super::model::StepKind;
 use super::time::Millis;
@@ -140,8 +141,8 @@ pub struct Tracking {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration: Option<u32>,
     /// Its data.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub data: Value,
+    #[serde(default, skip_serializing_if = "EventData::is_null")]
+    pub data: EventData,
 }
 
 #[cfg(test)]

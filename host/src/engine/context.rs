@@ -9,6 +9,7 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
 use super::commands::{Command, EventKind, ScopeResults, Tracking};
+use super::event_data::EventData;
 use super::invocation::InvocationResult;
 use super::model::{EntryDef, FileId, Graph};
 use super::nodes::{NodeKind, Seq, StepNode, StepWait};
@@ -101,13 +102,19 @@ impl Cx<'_> {
     }
 
     /// Emits a tracking event about the entry at `path`, with the frame's item and iteration.
-    pub(crate) fn emit(&mut self, frame: &Frame, kind: EventKind, path: &str, data: Value) {
+    pub(crate) fn emit(
+        &mut self,
+        frame: &Frame,
+        kind: EventKind,
+        path: &str,
+        data: impl Into<EventData>,
+    ) {
         self.cmds.push(Command::Emit(Tracking {
             kind,
             path: Some(path.to_owned()),
             foreach_index: frame.foreach_index,
             iteration: frame.iteration,
-            data,
+            data: data.into(),
         }));
     }
 

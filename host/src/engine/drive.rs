@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::commands::EventKind;
 use super::context::{Cx, Frame, object_of};
+use super::event_data::EventData;
 use super::machines;
 use super::model::{EntryDef, EntryId, EntryKind, Graph};
 use super::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
@@ -128,7 +129,7 @@ pub(crate) fn start_block(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: 
             frame,
             EventKind::StepStarted,
             &entry.path,
-            object_of("input", Value::clone(&node.input)),
+            EventData::Keyed("input", Arc::clone(&node.input)),
         );
     }
 }
@@ -155,10 +156,13 @@ pub(crate) fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mu
             });
             cx.register(frame, entry, v);
             if !frame.in_item {
-                let mut data = object_of("output", Value::clone(v));
-                if bailed {
+                let data = if bailed {
+                    let mut data = object_of("output", Value::clone(v));
                     data["bail"] = Value::Bool(true);
-                }
+                    EventData::Value(data)
+                } else {
+                    EventData::Keyed("output", Arc::clone(v))
+                };
                 cx.emit(frame, EventKind::StepSucceeded, &entry.path, data);
             }
         }

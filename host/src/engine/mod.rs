@@ -23,6 +23,7 @@ mod cancel;
 mod commands;
 mod context;
 mod drive;
+mod event_data;
 mod events;
 mod machines;
 mod nodes;
@@ -45,6 +46,7 @@ pub(crate) mod sim;
 
 pub use advance::advance;
 pub use commands::{Command, EventKind, Invoke, StepsView, Tracking};
+pub use event_data::EventData;
 pub use events::{Event, Refusal, ResumeRequest};
 pub use model::{GRAPH_FORMAT, Graph};
 pub use nodes::{End, ForeachNode, Item, ListRef, Node, NodeKind, Phase, Seq, StepNode, StepWait};

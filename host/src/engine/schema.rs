@@ -86,6 +86,10 @@ impl Schema {
                 }]);
             }
         };
+        // A value that holds, the usual case, costs no error iterator and no allocation.
+        if validator.is_valid(value) {
+            return Ok(());
+        }
         let violations: Vec<Violation> = validator
             .iter_errors(value)
             .map(|e| Violation {
@@ -106,6 +110,18 @@ impl Schema {
         self.fill_defaults(value);
         self.check(value)
     }
+
+    /// [`Schema::fill_and_check`] on a shared value: copied only when a default is missing
+    /// from it, so that a value that needs no default stays shared with where it came from.
+    pub(crate) fn fill_and_check_shared(
+        &self,
+        value: &mut Arc<Value>,
+    ) -> Result<(), Vec<Violation>> {
+        if lacks_default(&self.value, value) {
+            fill(&self.value, Arc::make_mut(value));
+        }
+        self.check(value)
+    }
 }
 
 /// The longest violation message kept: messages quote the offending value, which may be large.
@@ -117,6 +133,20 @@ fn shortened(mut message: String) -> String {
         message.push('…');
     }
     message
+}
+
+/// Whether [`fill`] would put a default into `value`.
+fn lacks_default(schema: &Value, value: &Value) -> bool {
+    let (Some(props), Value::Object(obj)) = (schema.get("properties"), value) else {
+        return false;
+    };
+    let Some(props) = props.as_object() else {
+        return false;
+    };
+    props.iter().any(|(key, sub)| match obj.get(key) {
+        None => sub.get("default").is_some(),
+        Some(child) => lacks_default(sub, child),
+    })
 }
 
 fn fill(schema: &Value, value: &mut Value) {
@@ -185,6 +215,31 @@ mod tests {
         let mut kept = json!({"amount": 3, "currency": "USD"});
         typed().fill_defaults(&mut kept);
         assert_eq!(kept["currency"], "USD");
+    }
+
+    #[test]
+    fn s57_a_shared_value_is_copied_only_when_a_default_is_missing() {
+        let complete = Arc::new(json!({"amount": 3, "currency": "USD", "meta": {"tag": "y"}}));
+        let mut shared = Arc::clone(&complete);
+        typed().fill_and_check_shared(&mut shared).expect("valid");
+        assert!(
+            Arc::ptr_eq(&shared, &complete),
+            "nothing to fill: still shared"
+        );
+
+        let nested = Arc::new(json!({"amount": 3, "currency": "USD", "meta": {}}));
+        let mut filled = Arc::clone(&nested);
+        typed().fill_and_check_shared(&mut filled).expect("valid");
+        assert_eq!(filled["meta"], json!({"tag": "x"}));
+        assert_eq!(
+            nested["meta"],
+            json!({}),
+            "the value it shared is left as it was"
+        );
+
+        let mut wrong = Arc::new(json!({"currency": 1}));
+        let err = typed().fill_and_check_shared(&mut wrong).unwrap_err();
+        assert_eq!(err.len(), 2, "both violations, after the fill: {err:?}");
     }
 
     #[test]

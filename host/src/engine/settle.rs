@@ -19,13 +19,13 @@ pub(crate) fn settle_run(run: &mut RunState, graph: &Graph, cmds: &mut Vec<Comma
     if run.status != RunStatus::Running {
         return;
     }
-    let emit = |kind, data| {
+    let emit = |kind, data: Value| {
         Command::Emit(Tracking {
             kind,
             path: None,
             foreach_index: None,
             iteration: None,
-            data,
+            data: data.into(),
         })
     };
     match &run.root.phase {

@@ -79,6 +79,6 @@ pub(crate) fn run_started(run: &RunState) -> Command {
         path: None,
         foreach_index: None,
         iteration: None,
-        data,
+        data: data.into(),
     })
 }

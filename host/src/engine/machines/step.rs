@@ -9,8 +9,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::engine::commands::{Command, EventKind, Invoke, StepsView};
-use crate::engine::context::{Cx, Frame, object_of};
+use crate::engine::context::{Cx, Frame};
 use crate::engine::drive::{end_node, mark_suspended};
+use crate::engine::event_data::EventData;
 use crate::engine::invocation::{InvocationResult, Resumption, StepCall, StepFailure, StepOutcome};
 use crate::engine::model::{EntryDef, StepDef};
 use crate::engine::nodes::{End, Node, NodeKind, Phase, StepNode, StepWait};
@@ -39,12 +40,12 @@ pub(crate) fn drive_step(
                 Err(e) => made = Some(format!("step {}: input: {e}", entry.path)),
             }
         }
-        // Filled in place, copied first only while an output it came from is shared.
+        // Copied only when a default is missing while an output it came from shares it.
         let invalid = def
             .schemas
             .input
             .as_ref()
-            .and_then(|s| s.fill_and_check(Arc::make_mut(&mut node.input)).err());
+            .and_then(|s| s.fill_and_check_shared(&mut node.input).err());
         cx.record_start(frame, entry, &node.input);
         cx.record(frame, entry, |rec, _| rec.attempts = Some(0));
         if !frame.in_item {
@@ -52,7 +53,7 @@ pub(crate) fn drive_step(
                 frame,
                 EventKind::StepStarted,
                 &entry.path,
-                object_of("input", Value::clone(&node.input)),
+                EventData::Keyed("input", Arc::clone(&node.input)),
             );
         }
         node.kind = NodeKind::Step(StepNode {
