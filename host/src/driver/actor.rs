@@ -1072,7 +1072,13 @@ impl Actor {
         rt.inner.metrics.invocation_started();
         let started = std::time::Instant::now();
         let task = async move {
-            let result = match executors.resolve(&cmd.plugin, &cmd.step).await {
+            let resolved = match executors.ready(&cmd.plugin) {
+                Some(executor) => Ok(executor),
+                // Boxed: the future of loading a plugin is large, and held inline it would
+                // make every invocation's future as large, copied at each move.
+                None => Box::pin(executors.resolve(&cmd.plugin, &cmd.step)).await,
+            };
+            let result = match resolved {
                 Ok(executor) => {
                     let sink = Arc::new(Sink {
                         tx: tx.clone(),

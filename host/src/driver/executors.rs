@@ -164,6 +164,17 @@ impl RunExecutors {
         })
     }
 
+    /// The executor of the plugin of key `key` when a step of it was resolved already: what
+    /// [`RunExecutors::resolve`] would give, found without waiting for anything.
+    pub fn ready(&self, key: &str) -> Option<Arc<dyn StepExecutor>> {
+        if matches!(key, MODEL_PLUGIN | WORKFLOW_TOOL_PLUGIN | NATIVE_PLUGIN)
+            || !self.graph.plugins.contains_key(key)
+        {
+            return None;
+        }
+        lock(&self.plugins).get(key).cloned()
+    }
+
     /// The executor of step `step` of plugin key `key` (an [`Invoke`](crate::engine::Invoke)'s
     /// `plugin` and `step`).
     pub async fn resolve(
@@ -171,6 +182,9 @@ impl RunExecutors {
         key: &str,
         step: &str,
     ) -> Result<Arc<dyn StepExecutor>, Unresolved> {
+        if let Some(executor) = self.ready(key) {
+            return Ok(executor);
+        }
         match (key, self.graph.plugins.get(key)) {
             (MODEL_PLUGIN, _) => match self.graph.models.get(step) {
                 Some(def) => Ok(Arc::new(ModelStep::new(def.clone()))),
@@ -202,9 +216,6 @@ impl RunExecutors {
                     })
             }
             (_, Some(plugin)) => {
-                if let Some(executor) = lock(&self.plugins).get(key) {
-                    return Ok(executor.clone());
-                }
                 let sandbox = self.sandbox(key, plugin)?;
                 let plugin = self.executors.plugin(&plugin.digest).await?;
                 let executor: Arc<dyn StepExecutor> = Arc::new(PluginStep::new(plugin, sandbox));
