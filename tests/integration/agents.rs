@@ -167,8 +167,8 @@ conversations:
         r#"{"approved":false,"reason":"not today"}"#
     );
     assert_eq!(
-        rec.steps["helper.tool-call_x"].output,
-        Some(json!({"approved": false, "reason": "not today"}))
+        rec.steps["helper.tool-call_x"].output.as_deref(),
+        Some(&json!({"approved": false, "reason": "not today"}))
     );
 }
 
@@ -208,7 +208,7 @@ async fn dispatch(env: &Env, child: &str) -> (Vec<Value>, String) {
     assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
     let results = ["boss.tool-first", "boss.tool-second"]
         .iter()
-        .map(|p| rec.steps[*p].output.clone().expect("a result"))
+        .map(|p| rec.steps[*p].output.as_deref().cloned().expect("a result"))
         .collect();
     (results, rec.run_id)
 }
@@ -487,8 +487,8 @@ conversations:
     assert_eq!(tripwire.metadata, json!({"word": "forbidden"}));
     assert_eq!(tripwire.processor_id.as_deref(), Some("check-text"));
     assert_eq!(
-        rec.steps["helper.tool-call_add"].output,
-        Some(json!({"sum": 2})),
+        rec.steps["helper.tool-call_add"].output.as_deref(),
+        Some(&json!({"sum": 2})),
         "the other call of the reply ended first"
     );
     assert!(

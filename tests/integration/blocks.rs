@@ -42,7 +42,7 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({"n": 0})).await;
     assert_eq!(rec.status, RunStatus::Success);
-    let out = rec.steps["p"].output.clone().expect("p output");
+    let out = rec.steps["p"].output.as_deref().cloned().expect("p output");
     assert_eq!(out["a"], json!({"n": 1}));
     assert_eq!(out["w"], json!({"n": 0}));
     assert_eq!(out["c"]["input"], json!({"n": 0}));
@@ -53,7 +53,7 @@ steps:
         "S18: the state as it stood when the arm started"
     );
     assert_eq!(out.as_object().map(|o| o.len()), Some(3));
-    assert_eq!(rec.steps["z"].input, Some(out.clone()));
+    assert_eq!(rec.steps["z"].input.as_deref(), Some(&out));
     assert_eq!(rec.result, Some(out));
     assert_eq!(rec.state, json!({"v": 1}));
     for (path, r) in &rec.steps {
@@ -63,7 +63,11 @@ steps:
         );
     }
     for arm in ["p.a", "p.w", "p.c"] {
-        assert_eq!(rec.steps[arm].input, Some(json!({"n": 0})), "{arm}");
+        assert_eq!(
+            rec.steps[arm].input.as_deref(),
+            Some(&json!({"n": 0})),
+            "{arm}"
+        );
     }
     let events = env.events(&rec.run_id);
     let started = pos(&events, "step-started", "p");
@@ -98,8 +102,8 @@ steps:
     assert_eq!(error(&rec).code, "first");
     assert_eq!(error(&rec).step, "p.f1");
     assert_eq!(rec.steps["p.f1"].attempts, Some(3));
-    assert_eq!(rec.steps["p.ok1"].output, Some(json!({"n": 1})));
-    assert_eq!(rec.steps["p.ok2"].output, Some(json!({"n": 1})));
+    assert_eq!(rec.steps["p.ok1"].output.as_deref(), Some(&json!({"n": 1})));
+    assert_eq!(rec.steps["p.ok2"].output.as_deref(), Some(&json!({"n": 1})));
     assert_eq!(rec.steps["p.f2"].status, StepStatus::Failed);
     assert_eq!(rec.steps["p"].status, StepStatus::Failed);
     assert_eq!(
@@ -163,7 +167,7 @@ steps:
         "S79: its retries still run"
     );
     assert_eq!(rec.steps["p"].status, StepStatus::Success);
-    assert_eq!(rec.steps["p"].output, Some(json!("early")));
+    assert_eq!(rec.steps["p"].output.as_deref(), Some(&json!("early")));
     assert_eq!(rec.steps["p.b"].bail, Some(true));
     assert!(!rec.steps.contains_key("z"));
 
@@ -198,7 +202,7 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({"n": 0})).await;
     assert_eq!(rec.status, RunStatus::Suspended);
-    assert_eq!(rec.steps["p.a"].output, Some(json!({"n": 1})));
+    assert_eq!(rec.steps["p.a"].output.as_deref(), Some(&json!({"n": 1})));
     assert!(!rec.steps.contains_key("z"));
     let id = rec.run_id.clone();
     let n = env.events(&id).len();
@@ -207,7 +211,7 @@ steps:
         .expect("resume");
     assert_eq!(rec.status, RunStatus::Success);
     let expected = json!({"a": {"n": 1}, "s": {"resumed": {"ok": true}, "payload": {"q": 1}, "input": {"n": 0}}});
-    assert_eq!(rec.steps["p"].output, Some(expected.clone()));
+    assert_eq!(rec.steps["p"].output.as_deref(), Some(&expected.clone()));
     assert_eq!(rec.result, Some(expected));
     let events = env.events(&id);
     assert_eq!(
@@ -347,8 +351,8 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({"n": 1})).await;
     assert_eq!(rec.status, RunStatus::Success);
-    assert_eq!(rec.steps["r"].output, Some(json!({})));
-    assert_eq!(rec.steps["z"].input, Some(json!({})));
+    assert_eq!(rec.steps["r"].output.as_deref(), Some(&json!({})));
+    assert_eq!(rec.steps["z"].input.as_deref(), Some(&json!({})));
     assert_eq!(rec.steps["r.big"].status, StepStatus::Skipped);
 }
 
@@ -408,10 +412,22 @@ steps:
     assert_eq!(rec.status, RunStatus::Success);
     assert_eq!(rec.result, Some(json!({"taken": {"n": 2}})));
     assert_eq!(rec.steps["route.taken"].status, StepStatus::Success);
-    assert_eq!(rec.steps["route.taken"].input, Some(json!({"n": 0})));
-    assert_eq!(rec.steps["route.taken"].output, Some(json!({"n": 2})));
-    assert_eq!(rec.steps["route.taken.one"].output, Some(json!({"n": 1})));
-    assert_eq!(rec.steps["route.taken.two"].input, Some(json!({"n": 1})));
+    assert_eq!(
+        rec.steps["route.taken"].input.as_deref(),
+        Some(&json!({"n": 0}))
+    );
+    assert_eq!(
+        rec.steps["route.taken"].output.as_deref(),
+        Some(&json!({"n": 2}))
+    );
+    assert_eq!(
+        rec.steps["route.taken.one"].output.as_deref(),
+        Some(&json!({"n": 1}))
+    );
+    assert_eq!(
+        rec.steps["route.taken.two"].input.as_deref(),
+        Some(&json!({"n": 1}))
+    );
     assert_eq!(rec.steps["route.other"].status, StepStatus::Skipped);
     assert!(!rec.steps.contains_key("route.other.three"));
     let events = env.events(&rec.run_id);
@@ -506,7 +522,7 @@ steps:
 "#);
     let rec = env.run(&yaml, json!([])).await;
     assert_eq!(rec.status, RunStatus::Success);
-    assert_eq!(rec.steps["f"].output, Some(json!([])));
+    assert_eq!(rec.steps["f"].output.as_deref(), Some(&json!([])));
     assert_eq!(rec.result, Some(json!([])));
     assert!(!rec.steps.contains_key("f.inc"));
     let events = env.events(&rec.run_id);
@@ -531,8 +547,8 @@ steps:
         assert_eq!(out[i]["iteration"], Value::Null);
     }
     let f = &rec.steps["f"];
-    assert_eq!(f.input, Some(input.clone()), "S31");
-    assert_eq!(f.output, Some(out.clone()), "S31");
+    assert_eq!(f.input.as_deref(), Some(&input.clone()), "S31");
+    assert_eq!(f.output.as_deref(), Some(&out.clone()), "S31");
     let items: Vec<Value> = rec.steps["f.c"].items.iter().flatten().map(js).collect();
     let expected: Vec<Value> = (0..3)
         .map(|i| json!({"index": i, "status": "success", "input": input[i], "output": out[i], "attempts": 1}))
@@ -1009,7 +1025,7 @@ steps:
         {"mine": {"n": 2}, "by_path": {"n": 2}, "r": {"n": 2}},
         {"mine": {"n": 11}, "by_path": {"n": 11}, "r": {"n": 11}}
     ]);
-    assert_eq!(rec.steps["f"].output, Some(f.clone()));
+    assert_eq!(rec.steps["f"].output.as_deref(), Some(&f.clone()));
     assert_eq!(
         rec.steps["after"]
             .output
@@ -1039,11 +1055,11 @@ steps:
         let rec = env.run(&yaml, json!({"n": 0})).await;
         assert_eq!(rec.status, RunStatus::Success, "{test}");
         assert_eq!(rec.result, Some(json!({"n": 3})));
-        assert_eq!(rec.steps["l"].input, Some(json!({"n": 0})));
-        assert_eq!(rec.steps["l"].output, Some(json!({"n": 3})));
+        assert_eq!(rec.steps["l"].input.as_deref(), Some(&json!({"n": 0})));
+        assert_eq!(rec.steps["l"].output.as_deref(), Some(&json!({"n": 3})));
         let inc = &rec.steps["l.inc"];
         assert_eq!(inc.iteration, Some(3), "S36: the latest iteration");
-        assert_eq!(inc.input, Some(json!({"n": 2})));
+        assert_eq!(inc.input.as_deref(), Some(&json!({"n": 2})));
         let events = env.events(&rec.run_id);
         let iterations: Vec<Option<u32>> = find(&events, "step-started", Some("l.inc"))
             .iter()
@@ -1097,7 +1113,7 @@ steps:
     assert_eq!(error(&rec).code, "max-iterations");
     assert_eq!(error(&rec).step, "l");
     assert_eq!(rec.steps["l.inc"].iteration, Some(2));
-    assert_eq!(rec.steps["l.inc"].output, Some(json!({"n": 2})));
+    assert_eq!(rec.steps["l.inc"].output.as_deref(), Some(&json!({"n": 2})));
     assert_eq!(
         find(&env.events(&rec.run_id), "step-started", Some("l.inc")).len(),
         2
@@ -1137,7 +1153,7 @@ steps:
     let rec = env.run(&yaml, json!({})).await;
     assert_eq!(rec.status, RunStatus::Success, "{:?}", rec.error);
     assert_eq!(rec.result, Some(json!("out")));
-    assert_eq!(rec.steps["l"].output, Some(json!("out")));
+    assert_eq!(rec.steps["l"].output.as_deref(), Some(&json!("out")));
     assert!(!rec.steps.contains_key("z"));
 }
 
@@ -1204,7 +1220,11 @@ steps:
         "S72: iteration 2 suspends afresh"
     );
     assert_eq!(rec.steps["l.s"].iteration, Some(2));
-    let c2 = rec.steps["l.c"].output.clone().expect("c output");
+    let c2 = rec.steps["l.c"]
+        .output
+        .as_deref()
+        .cloned()
+        .expect("c output");
     assert_eq!(c2["iteration"], json!(2));
     assert_eq!(c2["resume"], Value::Null);
     assert_eq!(
@@ -1265,7 +1285,7 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({"n": 0})).await;
     assert_eq!(rec.status, RunStatus::Success);
-    assert_eq!(rec.steps["l"].output, Some(json!({"n": 3})));
+    assert_eq!(rec.steps["l"].output.as_deref(), Some(&json!({"n": 3})));
     assert_eq!(
         rec.result.as_ref().map(|r| r["result"].clone()),
         Some(json!({"n": 3}))
@@ -1285,7 +1305,7 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({"a": 1})).await;
     assert_eq!(rec.status, RunStatus::Success);
-    assert_eq!(rec.steps["nap"].output, Some(json!({"a": 1})));
+    assert_eq!(rec.steps["nap"].output.as_deref(), Some(&json!({"a": 1})));
     assert_eq!(rec.steps["nap"].status, StepStatus::Success);
     assert!(rec.steps["nap"].started_at.is_some() && rec.steps["nap"].ended_at.is_some());
     assert_eq!(rec.result, Some(json!({"a": 1})));
@@ -1415,7 +1435,7 @@ steps:
     assert_eq!(rec.status, RunStatus::Success);
     let out = json!({"total": 2, "a": {"n": 1}, "init": {"n": 0}, "st": {"k": 1}});
     assert_eq!(rec.result, Some(out.clone()));
-    assert_eq!(rec.steps["m"].input, Some(json!({"n": 1})));
+    assert_eq!(rec.steps["m"].input.as_deref(), Some(&json!({"n": 1})));
     assert_eq!(rec.steps["m"].status, StepStatus::Success);
     let events = env.events(&rec.run_id);
     assert_eq!(
@@ -1480,7 +1500,11 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({"n": 0})).await;
     assert_eq!(rec.status, RunStatus::Success, "{:?}", rec.error);
-    let c = rec.steps["outer.c"].output.clone().expect("outer.c");
+    let c = rec.steps["outer.c"]
+        .output
+        .as_deref()
+        .cloned()
+        .expect("outer.c");
     assert_eq!(c["run_id"], json!(rec.run_id), "S41: same run");
     assert_eq!(c["workflow_id"], "child", "S42");
     assert_eq!(c["step_path"], "outer.c");
@@ -1489,10 +1513,10 @@ steps:
         json!({"n": 1, "tag": "kid"}),
         "S57: nested input defaults"
     );
-    assert_eq!(rec.steps["outer"].input, Some(json!({"n": 1})));
+    assert_eq!(rec.steps["outer"].input.as_deref(), Some(&json!({"n": 1})));
     assert_eq!(
-        rec.steps["outer"].output,
-        Some(c.clone()),
+        rec.steps["outer"].output.as_deref(),
+        Some(&c),
         "S41: the nested result"
     );
     assert_eq!(
@@ -1769,7 +1793,10 @@ steps:
         let rec = resume(&env, &id, request).await.expect("resumed");
         assert_eq!(rec.status, RunStatus::Success);
         let expected = json!({"resumed": {"go": 1}, "payload": {"n": 1}, "input": {"n": 1}});
-        assert_eq!(rec.steps["outer"].output, Some(expected.clone()));
+        assert_eq!(
+            rec.steps["outer"].output.as_deref(),
+            Some(&expected.clone())
+        );
         assert_eq!(rec.result, Some(expected));
         let events = env.events(&id);
         assert_eq!(
@@ -1808,8 +1835,8 @@ steps:
     assert_eq!(rec.status, RunStatus::Success);
     let nested_init = json!({"n": 1});
     assert_eq!(
-        rec.steps["outer.r"].output,
-        Some(json!({"init": nested_init, "result": null})),
+        rec.steps["outer.r"].output.as_deref(),
+        Some(&json!({"init": nested_init, "result": null})),
         "not the parent's a"
     );
     assert_eq!(
@@ -1817,21 +1844,21 @@ steps:
             .output
             .as_ref()
             .map(|o| o["result"].clone()),
-        rec.steps["outer.r"].output
+        rec.steps["outer.r"].output.as_deref().cloned()
     );
     assert_eq!(
         rec.steps["outer.own-path"]
             .output
             .as_ref()
             .map(|o| o["result"].clone()),
-        rec.steps["outer.r"].output,
+        rec.steps["outer.r"].output.as_deref().cloned(),
         "by path too"
     );
     let m = json!({"a": null, "r": nested_init, "init": nested_init});
-    assert_eq!(rec.steps["outer.m"].output, Some(m.clone()));
+    assert_eq!(rec.steps["outer.m"].output.as_deref(), Some(&m.clone()));
     assert_eq!(
-        rec.steps["whole"].output,
-        Some(json!({"init": {"n": 0}, "result": m}))
+        rec.steps["whole"].output.as_deref(),
+        Some(&json!({"init": {"n": 0}, "result": m}))
     );
     assert_eq!(
         rec.result,
@@ -1917,7 +1944,10 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({})).await;
     assert_eq!(rec.status, RunStatus::Success);
-    assert_eq!(rec.steps["outer"].output, Some(json!({"from": "child"})));
+    assert_eq!(
+        rec.steps["outer"].output.as_deref(),
+        Some(&json!({"from": "child"}))
+    );
     assert_eq!(rec.steps["outer"].status, StepStatus::Success);
     assert_eq!(rec.steps["outer.b"].bail, Some(true));
     assert!(!rec.steps.contains_key("outer.never"));
@@ -1945,7 +1975,7 @@ steps:
     let rec = env.run(&yaml, json!([1, 2, 3])).await;
     assert_eq!(rec.status, RunStatus::Success);
     assert_eq!(rec.result, Some(json!("stopped")));
-    assert_eq!(rec.steps["f"].output, Some(json!("stopped")));
+    assert_eq!(rec.steps["f"].output.as_deref(), Some(&json!("stopped")));
     assert_eq!(
         rec.steps["f.b"].items.as_ref().map(Vec::len),
         Some(2),

@@ -99,7 +99,10 @@ async fn ask_suspends_with_its_labels_and_returns_the_resume_data() {
     .await
     .expect("resume by label");
     assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
-    assert_eq!(rec.steps["a"].output, Some(json!({"text": "yes"})));
+    assert_eq!(
+        rec.steps["a"].output.as_deref(),
+        Some(&json!({"text": "yes"}))
+    );
     assert_eq!(rec.result, Some(json!({"text": "YES"})));
 }
 
@@ -272,8 +275,8 @@ async fn count_words_runs_as_a_tool_entry() {
     assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
     assert_eq!(rec.result, Some(json!({"words": 4})));
     assert_eq!(
-        rec.steps["n"].input,
-        Some(json!({"text": "the quick  brown fox"}))
+        rec.steps["n"].input.as_deref(),
+        Some(&json!({"text": "the quick  brown fox"}))
     );
     let events = env.events(&rec.run_id);
     let logs: Vec<&Value> = find(&events, "log", Some("n"))

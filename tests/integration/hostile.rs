@@ -64,7 +64,7 @@ steps:
 "#;
     let rec = run_with(env, normal, json!({"n": 41})).await;
     assert_eq!(rec.status, RunStatus::Success, "{rec:#?}");
-    assert_eq!(rec.steps["inc"].output, Some(json!({"n": 42})));
+    assert_eq!(rec.steps["inc"].output.as_deref(), Some(&json!({"n": 42})));
     assert_eq!(rec.steps["inc"].attempts, Some(1));
     assert_eq!(rec.result, Some(json!({})));
 }
@@ -343,7 +343,7 @@ steps:
 "#;
     let rec = run_with(&env, workflow, json!({"n": 0})).await;
     assert_eq!(rec.status, RunStatus::Success, "{rec:#?}");
-    assert_eq!(rec.steps["b"].output, Some(json!({"n": 2})));
+    assert_eq!(rec.steps["b"].output.as_deref(), Some(&json!({"n": 2})));
 }
 
 #[tokio::test]

@@ -69,7 +69,7 @@ async fn lean_steps_run_in_sequence_and_fan_out() {
          - { id: s, plugin: kit, step: sum }\n");
     let rec = env.run(&yaml, json!({"n": 1})).await;
     assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
-    assert_eq!(rec.steps["m"].output, Some(json!({"n": 5})));
+    assert_eq!(rec.steps["m"].output.as_deref(), Some(&json!({"n": 5})));
     // (5 + 1) + 5 * 3
     assert_eq!(rec.result, Some(json!({"n": 21})));
 

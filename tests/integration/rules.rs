@@ -164,13 +164,13 @@ steps:
     let rec = env.run(&yaml, Value::Null).await;
     assert_eq!(rec.status, RunStatus::Success);
     assert_eq!(
-        rec.steps["a"].output,
-        Some(Value::Null),
+        rec.steps["a"].output.as_deref(),
+        Some(&Value::Null),
         "S3: a's output is null"
     );
     assert_eq!(
-        rec.steps["b"].input,
-        Some(Value::Null),
+        rec.steps["b"].input.as_deref(),
+        Some(&Value::Null),
         "S7: b's full input is kept"
     );
     assert_eq!(rec.result, Some(Value::Null), "S5: the result is null");
@@ -198,7 +198,7 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({"n": 1})).await;
     assert_eq!(rec.status, RunStatus::Success);
-    let c = rec.steps["c"].output.clone().expect("c output");
+    let c = rec.steps["c"].output.as_deref().cloned().expect("c output");
     assert_eq!(
         c,
         json!({
@@ -232,16 +232,16 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({"n": 0})).await;
     assert_eq!(rec.status, RunStatus::Success);
-    let r = rec.steps["r"].output.clone().expect("r");
+    let r = rec.steps["r"].output.as_deref().cloned().expect("r");
     assert_eq!(r, json!({"init": {"n": 0}, "result": {"n": 1}}));
     assert_eq!(
-        rec.steps["early"].output,
-        Some(json!({"init": {"n": 0}, "result": null})),
+        rec.steps["early"].output.as_deref(),
+        Some(&json!({"init": {"n": 0}, "result": null})),
         "a step that has not run yet is not visible"
     );
     assert_eq!(
-        rec.steps["z"].output,
-        Some(json!({"init": {"n": 0}, "result": r}))
+        rec.steps["z"].output.as_deref(),
+        Some(&json!({"init": {"n": 0}, "result": r}))
     );
     assert_eq!(
         rec.result,
@@ -480,8 +480,8 @@ async fn s54_s59_s63_invalid_input_fails_without_invoking_the_step_and_is_never_
     let check = &rec.steps["check"];
     assert_eq!(check.attempts, Some(0), "S59: never invoked");
     assert_eq!(
-        check.input,
-        Some(json!({"amount": "x", "currency": "EUR"})),
+        check.input.as_deref(),
+        Some(&json!({"amount": "x", "currency": "EUR"})),
         "S59: defaults filled"
     );
     let events = env.events(&rec.run_id);
@@ -516,8 +516,8 @@ async fn s57_s59_s116_defaults_are_filled_into_step_input_and_config() {
     let rec = settle(&env, &id).await;
     assert_eq!(rec.status, RunStatus::Success);
     assert_eq!(
-        rec.steps["check"].input,
-        Some(json!({"amount": 2, "currency": "EUR"}))
+        rec.steps["check"].input.as_deref(),
+        Some(&json!({"amount": 2, "currency": "EUR"}))
     );
     assert_eq!(
         rec.result,
@@ -967,8 +967,8 @@ steps:
 "#);
     let rec = env.run(&yaml, json!({"n": 0})).await;
     assert_eq!(rec.status, RunStatus::Failed);
-    assert_eq!(rec.steps["a"].output, Some(json!({"n": 1})));
-    assert_eq!(rec.steps["s"].output, Some(json!({"n": 1})));
+    assert_eq!(rec.steps["a"].output.as_deref(), Some(&json!({"n": 1})));
+    assert_eq!(rec.steps["s"].output.as_deref(), Some(&json!({"n": 1})));
     assert_eq!(rec.state, json!({"k": 1}));
     let err = resume(&env, &rec.run_id, req(None, None, None, json!({})))
         .await
@@ -1054,7 +1054,7 @@ steps:
     );
     let s = &rec.steps["s"];
     assert_eq!(s.status, StepStatus::Success);
-    assert_eq!(s.input, Some(json!({"n": 1})));
+    assert_eq!(s.input.as_deref(), Some(&json!({"n": 1})));
     assert_eq!(s.started_at, before.started_at, "S73");
     assert_eq!(s.suspended_at, before.suspended_at, "S73");
     assert!(s.resumed_at.is_some(), "S73");
@@ -1153,9 +1153,9 @@ steps:
         .expect("resumed");
     assert_eq!(rec.status, RunStatus::Success);
     assert_eq!(
-        rec.steps["p.n"].output,
+        rec.steps["p.n"].output.as_deref(),
         Some(
-            json!({"attempt": 1, "data": {"go": true}, "payload": {"attempt": 1}, "state": {"v": 1}, "input": {"in": 1}})
+            &json!({"attempt": 1, "data": {"go": true}, "payload": {"attempt": 1}, "state": {"v": 1}, "input": {"in": 1}})
         )
     );
     assert_eq!(
@@ -1611,7 +1611,7 @@ steps:
     let b = &rec.steps["b"];
     assert_eq!(b.status, StepStatus::Success);
     assert_eq!(b.bail, Some(true));
-    assert_eq!(b.output, Some(json!({"x": 1})));
+    assert_eq!(b.output.as_deref(), Some(&json!({"x": 1})));
     assert_eq!(rec.steps["a"].bail, None);
     assert!(!rec.steps.contains_key("c"));
     let events = env.events(&rec.run_id);

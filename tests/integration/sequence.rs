@@ -21,8 +21,8 @@ async fn s1_s2_s5_each_entry_gets_the_previous_output_and_the_last_is_the_result
     let rec = env.run(INC3, json!({"n": 0})).await;
     assert_eq!(rec.status, RunStatus::Success);
     assert_eq!(rec.result, Some(json!({"n": 3})));
-    assert_eq!(rec.steps["b"].input, Some(json!({"n": 1})));
-    assert_eq!(rec.steps["c"].output, Some(json!({"n": 3})));
+    assert_eq!(rec.steps["b"].input.as_deref(), Some(&json!({"n": 1})));
+    assert_eq!(rec.steps["c"].output.as_deref(), Some(&json!({"n": 3})));
 }
 
 #[tokio::test]

@@ -26,7 +26,7 @@ async fn s119_s120_a_tool_entry_is_called_with_its_made_input_and_its_result_is_
     assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
     assert_eq!(rec.result, Some(json!({ "sum": 42 })));
     let total = &rec.steps["total"];
-    assert_eq!(total.input, Some(json!({ "a": 2, "b": 40 })));
+    assert_eq!(total.input.as_deref(), Some(&json!({ "a": 2, "b": 40 })));
     assert_eq!(total.attempts, Some(1));
     let events = env.events(&rec.run_id);
     let k = kinds(&events);

@@ -215,16 +215,16 @@ impl Cx<'_> {
     }
 
     /// Opens the record of an execution that starts (S7, S31, S36).
-    pub(crate) fn record_start(&mut self, frame: &Frame, entry: &EntryDef, input: &Value) {
+    pub(crate) fn record_start(&mut self, frame: &Frame, entry: &EntryDef, input: &Arc<Value>) {
         let now = self.ts();
         if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
-            let rec = self.put_item(entry, index, StepStatus::Running, input.clone());
+            let rec = self.put_item(entry, index, StepStatus::Running, Value::clone(input));
             rec.status = StepStatus::Running;
             rec.started_at.get_or_insert(now);
             rec.iteration = frame.iteration;
         } else {
             let mut rec = StepRecord::new(StepStatus::Running);
-            rec.input = Some(input.clone());
+            rec.input = Some(Arc::clone(input));
             rec.started_at = Some(now);
             rec.iteration = frame.iteration;
             self.records.insert(entry.path.clone(), rec);

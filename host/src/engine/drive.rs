@@ -148,7 +148,7 @@ pub(crate) fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mu
                     item.status = StepStatus::Success;
                     item.output = Some(Value::clone(v));
                 } else {
-                    rec.output = Some(Value::clone(v));
+                    rec.output = Some(Arc::clone(v));
                 }
                 if bailed {
                     rec.bail = Some(true);

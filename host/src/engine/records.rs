@@ -1,5 +1,7 @@
 //! The run record's per-entry parts: step and item records, errors, tripwires, suspensions.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -7,6 +9,11 @@ use serde_json::Value;
 /// `null` (S4), and `Option<Value>` would read that back as absent.
 pub(crate) fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
+}
+
+/// [`present`], shared.
+fn present_shared<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Arc<Value>>, D::Error> {
+    Value::deserialize(d).map(|v| Some(Arc::new(v)))
 }
 
 /// An error as records and events show it (S83).
@@ -95,20 +102,22 @@ pub struct ItemRecord {
 pub struct StepRecord {
     /// Where it stands.
     pub status: StepStatus,
-    /// What it received.
+    /// What it received, shared with the run's state.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
+        deserialize_with = "present_shared"
     )]
-    pub input: Option<Value>,
-    /// What it produced.
+    #[cfg_attr(feature = "server", schema(value_type = Option<Value>))]
+    pub input: Option<Arc<Value>>,
+    /// What it produced, shared with the run's state.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
+        deserialize_with = "present_shared"
     )]
-    pub output: Option<Value>,
+    #[cfg_attr(feature = "server", schema(value_type = Option<Value>))]
+    pub output: Option<Arc<Value>>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,

@@ -6,6 +6,8 @@
 //! events, retries and timeout. The agent keeps the conversation in its state, so a recovery
 //! issues again only the calls that were in flight: none that ended runs twice.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::engine::context::{Cx, Frame};
@@ -453,7 +455,7 @@ fn drive_tool(
                 // Recorded like a step that failed at once; nothing is invoked.
                 let err = cx.error(sub, &run.path, "unknown-tool", message.clone());
                 let mut call = Node::new(id, run.arguments.clone());
-                cx.record_start(sub, &at, &run.arguments);
+                cx.record_start(sub, &at, &Arc::new(run.arguments.clone()));
                 end_node(&mut call, &at, sub, cx, End::Failed(err));
                 run.state = ToolState::Done(
                     json!({ "error": { "code": "unknown-tool", "message": message } }),
@@ -523,7 +525,7 @@ fn drive_tool(
 /// suspended with `{tool, arguments}` as the payload and the call's id as the label.
 fn ask_approval(run: &mut ToolRun, at: &EntryDef, sub: &Frame, cx: &mut Cx) {
     let payload = json!({ "tool": run.name, "arguments": run.arguments });
-    cx.record_start(sub, at, &run.arguments);
+    cx.record_start(sub, at, &Arc::new(run.arguments.clone()));
     mark_suspended(sub, at, cx, &payload, std::slice::from_ref(&run.id));
     run.state = ToolState::Approval;
 }
@@ -729,7 +731,12 @@ mod tests {
         let sim = two_rounds().started();
         assert_eq!(sim.status(), RunStatus::Success);
         assert_eq!(sim.max_in_flight, 2, "the parallel pair runs at once");
-        let out = sim.record("a").output.clone().expect("an output");
+        let out = sim
+            .record("a")
+            .output
+            .as_deref()
+            .cloned()
+            .expect("an output");
         assert_eq!(out["text"], "done: 5");
         assert_eq!(
             out["usage"],

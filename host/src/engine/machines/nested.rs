@@ -172,7 +172,10 @@ mod tests {
             (a[0].workflow_id.as_str(), &*a[0].input),
             ("child", &json!({"n": 1}))
         );
-        assert_eq!(sim.record("outer").output, Some(json!("inner result")));
+        assert_eq!(
+            sim.record("outer").output.as_deref(),
+            Some(&json!("inner result"))
+        );
         assert_eq!(sim.record("outer.a").status, StepStatus::Success);
         assert_eq!(*sim.calls_to("z")[0].input, json!("inner result"));
     }
