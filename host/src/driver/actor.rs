@@ -819,16 +819,17 @@ impl Actor {
     /// Advances the state by `event` and appends its record; what it emitted and the commands
     /// to carry out once it is durable.
     fn stage(&mut self, mut event: Event) -> Result<Staged, RuntimeError> {
-        // The invocation that ended, with its step's path when it succeeded (its state patches
-        // may have grown the state over the limit); its result is checked against the value
-        // limits as it arrives.
+        // The invocation that ended, with its step's path when it succeeded with state
+        // patches (they may have grown the state over the limit); its result is checked
+        // against the value limits as it arrives.
         let mut ended = None;
         if let Event::StepEnded { token, result, .. } = &mut event {
-            let path = self.in_flight.get(token).map(|f| {
+            let path = self.in_flight.get(token).and_then(|f| {
                 limits::enforce(result, &f.path, &self.rt.inner.config);
-                f.path.clone()
+                let patched = result.outcome.is_ok() && !result.patches.is_empty();
+                patched.then(|| f.path.clone())
             });
-            ended = Some((*token, path.filter(|_| result.outcome.is_ok())));
+            ended = Some((*token, path));
         }
         let before = self.state.status;
         let at = event.at();
