@@ -655,8 +655,7 @@ impl Actor {
                 iteration: f.iteration,
                 data: data.into(),
             };
-            let event = self.stamp(t);
-            stored.events.push(event);
+            stored.events.push(self.stamp(t));
         }
         if let Err(e) = self.persist(None, &stored, false) {
             self.halt(&e);
@@ -851,10 +850,7 @@ impl Actor {
         let mut effects = Vec::new();
         for cmd in cmds {
             match cmd {
-                Command::Emit(t) => {
-                    let ev = self.stamp(t);
-                    stored.events.push(ev);
-                }
+                Command::Emit(t) => stored.events.push(self.stamp(t)),
                 other => effects.push(other),
             }
         }

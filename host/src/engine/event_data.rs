@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use super::context::object_of;
 
 /// The data of a [`Tracking`](super::Tracking) event.
 ///
@@ -30,11 +32,7 @@ impl EventData {
     pub fn into_value(self) -> Value {
         match self {
             Self::Value(v) => v,
-            Self::Keyed(key, value) => {
-                let mut map = Map::with_capacity(1);
-                map.insert(key.to_owned(), Arc::unwrap_or_clone(value));
-                Value::Object(map)
-            }
+            Self::Keyed(key, value) => object_of(key, Arc::unwrap_or_clone(value)),
         }
     }
 }
