@@ -16,6 +16,17 @@ const CHUNK: u8 = 0x01;
 /// The most bytes of records one chunk gathers; a larger record is stored alone.
 pub const MAX_CHUNK: usize = 1 << 20;
 
+/// A chunk's head: [`CHUNK`] and the count.
+const HEAD: usize = 5;
+
+/// A record's head in a chunk: seq, sub and len.
+const ENTRY_HEAD: usize = 16;
+
+/// The most bytes a record of `len` bytes takes in a chunk, a chunk's head included.
+pub fn room(len: usize) -> usize {
+    HEAD + ENTRY_HEAD + len
+}
+
 /// The value holding `records` (in order, at least one): the record itself when alone.
 pub fn encode(records: &[(RecordKey, &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -29,8 +40,8 @@ pub fn encode_into(records: &[(RecordKey, &[u8])], out: &mut Vec<u8>) {
         out.extend_from_slice(bytes);
         return;
     }
-    let size: usize = records.iter().map(|(_, b)| 16 + b.len()).sum();
-    out.reserve(5 + size);
+    let size: usize = records.iter().map(|(_, b)| ENTRY_HEAD + b.len()).sum();
+    out.reserve(HEAD + size);
     out.push(CHUNK);
     // At most MAX_CHUNK bytes of records, so far fewer than u32::MAX of them.
     out.extend_from_slice(

@@ -38,6 +38,22 @@ struct State {
     unwritten: Vec<u8>,
     /// Bytes logged into the active table since it started.
     logged: usize,
+    /// An emptied buffer of log entries, written and given back ([`Pending::recycle`]), for
+    /// the entries logged next.
+    spare: Vec<u8>,
+}
+
+impl State {
+    /// Takes the unwritten log entries; those logged next go into the spare buffer, or a new
+    /// one of the same size (up to [`UNWRITTEN_ROOM`]), so that one sync's worth of them does
+    /// not grow it again and again.
+    fn take_unwritten(&mut self) -> Vec<u8> {
+        let room = match std::mem::take(&mut self.spare) {
+            spare if spare.capacity() > 0 => spare,
+            _ => Vec::with_capacity(self.unwritten.len().min(UNWRITTEN_ROOM)),
+        };
+        std::mem::replace(&mut self.unwritten, room)
+    }
 }
 
 impl Pending {
@@ -78,13 +94,19 @@ impl Pending {
         Ok(was < self.due_at && s.logged >= self.due_at)
     }
 
-    /// The log entries not yet written to the segment; the caller writes them. The entries
-    /// logged next start in a buffer of the same size (up to [`UNWRITTEN_ROOM`]), so that one
-    /// sync's worth of them does not grow it again and again.
+    /// The log entries not yet written to the segment; the caller writes them, then gives the
+    /// buffer back ([`Pending::recycle`]).
     pub fn take_unwritten(&self) -> Vec<u8> {
-        let mut s = self.state();
-        let room = Vec::with_capacity(s.unwritten.len().min(UNWRITTEN_ROOM));
-        std::mem::replace(&mut s.unwritten, room)
+        self.state().take_unwritten()
+    }
+
+    /// Keeps `written`, a buffer of log entries the segment holds now, emptied for the entries
+    /// logged after the next take; one larger than [`UNWRITTEN_ROOM`] is dropped instead.
+    pub fn recycle(&self, mut written: Vec<u8>) {
+        if written.capacity() <= UNWRITTEN_ROOM {
+            written.clear();
+            self.state().spare = written;
+        }
     }
 
     /// Puts back entries taken with [`Pending::take_unwritten`] that could not be written,
@@ -105,7 +127,7 @@ impl Pending {
         }
         s.frozen = Some(Arc::new(std::mem::take(&mut s.active)));
         s.logged = 0;
-        Some(std::mem::take(&mut s.unwritten))
+        Some(s.take_unwritten())
     }
 
     /// The table frozen by [`Pending::freeze`], until [`Pending::thaw`].
@@ -234,5 +256,28 @@ mod tests {
             .map(|(k, _)| k)
             .collect();
         assert_eq!(keys, vec![b"a".to_vec(), b"b".to_vec()]);
+    }
+
+    #[test]
+    fn a_written_buffer_given_back_takes_the_entries_logged_after_the_next_take() {
+        let p = Pending::default();
+        put(&p, "a", "1");
+        let written = p.take_unwritten();
+        let place = written.as_ptr();
+        p.recycle(written);
+        put(&p, "b", "2");
+        // Taking "b" leaves the given-back buffer in its place, empty.
+        let taken = p.take_unwritten();
+        put(&p, "c", "3");
+        let mut reused = p.take_unwritten();
+        assert_eq!(reused.as_ptr(), place);
+        wal::seal(&mut reused, 1);
+        let keys: Vec<_> = wal::decode(&reused, 1)
+            .entries
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(keys, vec![b"c".to_vec()]);
+        assert!(!taken.is_empty());
     }
 }

@@ -488,7 +488,9 @@ fn write_table(
             }
         }
     }
-    let mut appended = Vec::new();
+    // Room for every record in a chunk, so that the buffer is not grown (and copied) again and
+    // again; the summaries and small chunks put inline leave some unused.
+    let mut appended = Vec::with_capacity(table.values().map(|v| chunk::room(v.len())).sum());
     let mut puts = Vec::new();
     let mut gathering: Option<Gathering<'_>> = None;
     for (k, v) in table {
@@ -623,8 +625,9 @@ impl Shared {
     /// when that fails, so a later write has them.
     fn write_unwritten(&self, segment: &mut Segment, mut bytes: Vec<u8>) -> Result<(), StoreError> {
         let written = segment.write(&mut bytes);
-        if written.is_err() {
-            self.pending.restore_unwritten(bytes);
+        match written {
+            Ok(()) => self.pending.recycle(bytes),
+            Err(_) => self.pending.restore_unwritten(bytes),
         }
         written
     }
