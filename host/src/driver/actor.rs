@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
@@ -20,7 +19,7 @@ use super::executors::RunExecutors;
 use super::limits;
 use super::live_events::LiveEvents;
 use super::new_events::{NewEvent, NewEvents};
-use super::record::{RecordOut, SnapshotOut};
+use super::record::{self, SnapshotOut};
 use super::unpublished::{Durable, Unpublished};
 use super::unrecoverable::panic_message;
 use super::{Progress, RunRecord, Runtime, RuntimeError, summary};
@@ -657,7 +656,10 @@ impl Actor {
             };
             stored.events.push(self.stamp(t));
         }
-        if let Err(e) = self.persist(None, &stored, false) {
+        let persisted = self
+            .begin_record(None)
+            .and_then(|record| self.persist(record, &stored, false));
+        if let Err(e) = persisted {
             self.halt(&e);
             return;
         }
@@ -685,7 +687,7 @@ impl Actor {
     /// its last records then costs less than a snapshot written for every run.
     fn persist(
         &mut self,
-        event: Option<&RawValue>,
+        mut bytes: Vec<u8>,
         stored: &NewEvents,
         status_changed: bool,
     ) -> Result<(), RuntimeError> {
@@ -698,16 +700,8 @@ impl Actor {
             self.at.next_sub,
         );
         self.at.next_sub += 1;
-        let room = self.record_len.min(RECORD_ROOM);
-        let mut bytes = Vec::with_capacity(room + room / 4);
-        serde_json::to_writer(
-            &mut bytes,
-            &RecordOut {
-                log: event,
-                events: stored.written(&self.state.run_id),
-            },
-        )
-        .map_err(run)?;
+        record::end_record(&mut bytes, &stored.written(&self.state.run_id))
+            .map_err(|e| super::encode_failed(&self.state.run_id, e))?;
         self.record_len = bytes.len();
         let rt = &self.rt;
         let min = rt.inner.config.snapshot_min_bytes;
@@ -832,12 +826,12 @@ impl Actor {
         }
         let before = self.state.status;
         let at = event.at();
-        let mut log = self.encode(&event)?;
+        let mut record = self.begin_record(Some(&event))?;
         let mut cmds = engine::advance(&mut self.state, &self.graph, event)?;
         if let Some((token, Some(path))) = &ended
             && let Some(failed) = self.over_state_limit(path, *token, at)?
         {
-            log = self.encode(&failed)?;
+            record = self.begin_record(Some(&failed))?;
             cmds = engine::advance(&mut self.state, &self.graph, failed)?;
         }
         if let Some((token, _)) = ended {
@@ -855,7 +849,7 @@ impl Actor {
             }
         }
         let status_changed = self.state.status != before;
-        if let Err(e) = self.persist(Some(&log), &stored, status_changed) {
+        if let Err(e) = self.persist(record, &stored, status_changed) {
             self.halt(&e);
             return Err(e);
         }
@@ -975,12 +969,14 @@ impl Actor {
         });
     }
 
-    /// `event` as its record holds it.
-    fn encode(&self, event: &Event) -> Result<Box<RawValue>, RuntimeError> {
-        serde_json::value::to_raw_value(event).map_err(|e| RuntimeError::Encode {
-            run: self.state.run_id.clone(),
-            message: e.to_string(),
-        })
+    /// A new record holding `event` ([`record::begin_record`]), with room for about as much as
+    /// the last one held.
+    fn begin_record(&self, event: Option<&Event>) -> Result<Vec<u8>, RuntimeError> {
+        let room = self.record_len.min(RECORD_ROOM);
+        let mut bytes = Vec::with_capacity(room + room / 4);
+        record::begin_record(&mut bytes, event)
+            .map_err(|e| super::encode_failed(&self.state.run_id, e))?;
+        Ok(bytes)
     }
 
     /// After step invocation `token` succeeded at `at`: when it grew a workflow file's state

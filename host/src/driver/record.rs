@@ -5,7 +5,6 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::new_events::Written;
 use crate::engine::{
@@ -161,14 +160,45 @@ pub struct StoredEvent {
     pub data: Value,
 }
 
-/// One stored record as written: a transition's event and the tracking events it emitted, or a
-/// batch of events a step wrote. The event comes encoded already: it is encoded before the core
-/// takes it, so that a step's output is not copied to be kept for the record.
-#[derive(Serialize)]
-pub(crate) struct RecordOut<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log: Option<&'a RawValue>,
-    pub events: Written<'a>,
+/// A stored record is MessagePack (since store format 7; JSON before, still read): a map of the
+/// transition's event under `log`, when there is one, and the tracking events it emitted under
+/// `events`, or only a batch of events a step wrote. Its map keys are the members' names, so
+/// that it reads back as [`RecordIn`] does JSON, and a member added later is read as missing.
+///
+/// Starts a record in `out`: the map's head and, with `log`, the event, encoded before the core
+/// takes it (so that a step's output is not copied to be kept for the record); [`end_record`]
+/// adds the events.
+pub(crate) fn begin_record(out: &mut Vec<u8>, log: Option<&Event>) -> Result<(), RecordError> {
+    match log {
+        Some(event) => {
+            rmp::encode::write_map_len(out, 2).map_err(rmp_serde::encode::Error::from)?;
+            rmp::encode::write_str(out, "log").map_err(rmp_serde::encode::Error::from)?;
+            rmp_serde::encode::write_named(out, event)?;
+        }
+        None => {
+            rmp::encode::write_map_len(out, 1).map_err(rmp_serde::encode::Error::from)?;
+        }
+    }
+    Ok(())
+}
+
+/// Ends a record begun with [`begin_record`]: its tracking events.
+pub(crate) fn end_record(out: &mut Vec<u8>, events: &Written<'_>) -> Result<(), RecordError> {
+    rmp::encode::write_str(out, "events").map_err(rmp_serde::encode::Error::from)?;
+    rmp_serde::encode::write_named(out, events)?;
+    Ok(())
+}
+
+/// Why a record could not be encoded.
+pub(crate) type RecordError = rmp_serde::encode::Error;
+
+/// Reads a stored record back: MessagePack, or JSON as records were before store format 7 (a
+/// JSON record starts with `{`, which no MessagePack map does).
+pub(crate) fn read_record(bytes: &[u8]) -> Result<RecordIn, String> {
+    if bytes.first() == Some(&b'{') {
+        return crate::store::from_stored(bytes).map_err(|e| e.to_string());
+    }
+    rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
 }
 
 /// One stored record as read back.
@@ -192,4 +222,95 @@ pub(crate) struct SnapshotOut<'a> {
 pub(crate) struct SnapshotIn {
     pub covers: RecordKey,
     pub state: RunState,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::driver::new_events::{NewEvent, NewEvents};
+    use crate::engine::invocation::{InvocationResult, StepOutcome};
+    use crate::engine::{EventData, Tracking};
+
+    /// A step's end whose output has what an encoding could get wrong: a float, a negative
+    /// number, a null, an escaped string, a nested object in member order.
+    fn step_ended() -> Event {
+        Event::StepEnded {
+            token: 3,
+            result: Box::new(InvocationResult {
+                outcome: Ok(StepOutcome::Done(
+                    json!({"z": [1.5, -2, null, "é\"q"], "a": {"n": 1}}),
+                )),
+                patches: vec![json!({"op": "add", "path": "/k", "value": 18446744073709551615u64})],
+            }),
+            at: 1_796_034_034_683,
+        }
+    }
+
+    fn events() -> NewEvents {
+        let tracking = |kind, data| Tracking {
+            kind,
+            path: Some("s0".into()),
+            foreach_index: None,
+            iteration: Some(2),
+            data,
+        };
+        NewEvents {
+            at: "2026-11-30T10:20:34.683Z".into(),
+            events: vec![
+                NewEvent {
+                    seq: 3,
+                    tracking: tracking(
+                        EventKind::StepSucceeded,
+                        EventData::Keyed("output", Arc::new(json!({"n": 1}))),
+                    ),
+                },
+                NewEvent {
+                    seq: 4,
+                    tracking: tracking(EventKind::StepStarted, json!({"input": {"n": 1}}).into()),
+                },
+            ],
+        }
+    }
+
+    fn written(log: Option<&Event>) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        begin_record(&mut bytes, log).expect("begins");
+        end_record(&mut bytes, &events().written("r1")).expect("ends");
+        bytes
+    }
+
+    #[test]
+    fn s87_a_record_reads_back_as_the_event_and_the_stored_events_it_was_written_with() {
+        let bytes = written(Some(&step_ended()));
+        let read = read_record(&bytes).expect("reads");
+        assert_eq!(read.log, Some(step_ended()));
+        assert_eq!(read.events, events().into_stored("r1"));
+        // Neither a JSON record nor a chunk (`store::chunk`, its first byte 1) starts so.
+        assert!(bytes[0] != b'{' && bytes[0] != 1, "{}", bytes[0]);
+
+        let bytes = written(None);
+        let read = read_record(&bytes).expect("reads");
+        assert_eq!(read.log, None);
+        assert_eq!(read.events, events().into_stored("r1"));
+    }
+
+    #[test]
+    fn s87_a_json_record_of_an_older_store_format_reads_back_as_its_twin_does() {
+        // As store format 6 wrote the record above.
+        let json = format!(
+            r#"{{"log":{},"events":{}}}"#,
+            serde_json::to_string(&step_ended()).expect("encodes"),
+            serde_json::to_string(&events().into_stored("r1")).expect("encodes"),
+        );
+        let old = read_record(json.as_bytes()).expect("reads");
+        let new = read_record(&written(Some(&step_ended()))).expect("reads");
+        assert_eq!(old.log, new.log);
+        assert_eq!(old.events, new.events);
+        assert!(read_record(b"{\"events\":[").is_err());
+        assert!(read_record(&[0x82, 0xa3]).is_err());
+    }
 }

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::new_events::{NewEvent, NewEvents};
-use super::record::{RecordOut, SnapshotOut};
+use super::record::{self, SnapshotOut};
 use super::{Runtime, RuntimeError, summary};
 use crate::engine::{self, ErrorInfo, EventKind, RunState, RunStatus, Tracking};
 use crate::store::{RecordKey, StoreError};
@@ -114,17 +114,15 @@ impl Runtime {
                         },
                     }],
                 };
-                let encode = |e: serde_json::Error| super::encode_failed(run_id, e);
-                let record = serde_json::to_vec(&RecordOut {
-                    log: None,
-                    events: events.written(run_id),
-                })
-                .map_err(encode)?;
+                let mut record = Vec::new();
+                record::begin_record(&mut record, None)
+                    .and_then(|()| record::end_record(&mut record, &events.written(run_id)))
+                    .map_err(|e| super::encode_failed(run_id, e))?;
                 let snapshot = serde_json::to_vec(&SnapshotOut {
                     covers: at,
                     state: &state,
                 })
-                .map_err(encode)?;
+                .map_err(|e| super::encode_failed(run_id, e))?;
                 store.append(run_id, at, &record).map_err(failed)?;
                 store.put_snapshot(run_id, &snapshot).map_err(failed)?;
                 store.put_summary(&summary(&state)).map_err(failed)?;

@@ -2,9 +2,11 @@
 //! records a run wrote since the last one into sled with one insert rather than one each.
 //!
 //! A chunk is stored under the key of its first record and is `CHUNK | count: u32 BE |
-//! (seq: u64 BE | sub: u32 BE | len: u32 BE | bytes)*`. A record stored alone is its bytes, as before chunks
-//! existed; a record is JSON and never starts with [`CHUNK`], nor does a run's first value
-//! kept among its records (`keys::first`: it starts with a digest's length, 64, as a u32 BE).
+//! (seq: u64 BE | sub: u32 BE | len: u32 BE | bytes)*`. A record stored alone is its bytes, as
+//! before chunks existed. A record is a MessagePack map, or a JSON object before format 7 (its
+//! first byte `0x80` to `0x8f`, `0xde`, `0xdf` or `{`), and never starts with [`CHUNK`]; nor
+//! does a run's first value kept among its records (`keys::first`: it starts with a digest's
+//! length, 64, as a u32 BE).
 //! Since format 6 a chunk (or a record alone) of `values::INLINE_BELOW` bytes or more is kept in
 //! a values file, sled holding its ref (`store::values`).
 

@@ -230,13 +230,14 @@ const FORMAT_KEY: &[u8] = b"weft-store-format";
 /// and first state in one value (`keys::FIRST`), one write fewer per run; format 5 stores that
 /// value as the run's record at `keys::FIRST_AT`, so a checkpoint writes it in the run's first
 /// chunk, one write fewer again; format 6 keeps chunks in the home's values files with only
-/// their refs in sled (`store::values`). Runs written before are read where their format put
-/// them: a format 2, 3, 4 or 5 database reads as format 6 and is marked 6 when opened, so a
-/// weft that reads only an older format refuses it from then on.
-pub const STORE_FORMAT: u32 = 6;
+/// their refs in sled (`store::values`); format 7 writes records as MessagePack rather than
+/// JSON (`driver::record`). Runs written before are read where their format put them, and their
+/// JSON records as JSON: a format 2 to 6 database reads as format 7 and is marked 7 when opened,
+/// so a weft that reads only an older format refuses it from then on.
+pub const STORE_FORMAT: u32 = 7;
 
 /// The formats this build reads and upgrades to [`STORE_FORMAT`] when it opens a database.
-const UPGRADED_FORMATS: [u32; 4] = [2, 3, 4, 5];
+const UPGRADED_FORMATS: [u32; 5] = [2, 3, 4, 5, 6];
 
 /// The name of the tree that holds runs.
 const TREE: &str = "weft";

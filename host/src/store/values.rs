@@ -4,8 +4,8 @@
 //! current values file, makes them durable, and inserts into sled only where each one lies: a
 //! ref, `REF | file: u32 BE | offset: u64 BE | len: u32 BE`. sled 0.34 copies a leaf whole at
 //! every insert and writes it out whole when it splits or flushes it, so the cost of its inserts
-//! grows with the size of the values beside them; a ref keeps its leaves small. A record is
-//! JSON and a chunk starts with `chunk::CHUNK`, and a run's first value with a digest's length
+//! grows with the size of the values beside them; a ref keeps its leaves small. A record is a
+//! MessagePack map (a JSON object before format 7) and a chunk starts with `chunk::CHUNK`, and a run's first value with a digest's length
 //! (`keys::first`): none starts with [`REF`], so a value stored inline (before format 6, or one
 //! too small to be worth a ref) reads as before.
 //!

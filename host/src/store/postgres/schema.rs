@@ -16,12 +16,14 @@
 //! - `requests`: a resume or cancel that one process hands to the process driving the run, with
 //!   its answer.
 
-/// The schema version this weft writes and reads.
-pub const VERSION: i32 = 1;
+/// The schema version this weft writes and reads: 2 since records are MessagePack (JSON
+/// before, still read), which a weft that knows only version 1 could not read.
+pub const VERSION: i32 = 2;
 
 /// The statements of each migration, in order: migration `i` takes the schema from version `i`
 /// to `i + 1`. `{s}` stands for the quoted schema name.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE {s}.runs (
     run_id text PRIMARY KEY,
     workflow_id text NOT NULL,
@@ -71,7 +73,11 @@ ALTER TABLE {s}.runs SET (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01
     toast.autovacuum_vacuum_scale_factor = 0.01, toast.autovacuum_vacuum_threshold = 1000);
 ALTER TABLE {s}.requests SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
 ALTER TABLE {s}.workers SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
-"#];
+"#,
+    r#"
+COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSON before';
+"#,
+];
 
 /// The SQL that brings schema `schema` (quoted) from version `from` to [`VERSION`].
 pub fn migrations_from(from: i32, schema: &str) -> Vec<String> {
