@@ -218,7 +218,7 @@ impl Cx<'_> {
     pub(crate) fn record_start(&mut self, frame: &Frame, entry: &EntryDef, input: &Arc<Value>) {
         let now = self.ts();
         if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
-            let rec = self.put_item(entry, index, StepStatus::Running, Value::clone(input));
+            let rec = self.put_item(entry, index, StepStatus::Running, Arc::clone(input));
             rec.status = StepStatus::Running;
             rec.started_at.get_or_insert(now);
             rec.iteration = frame.iteration;
@@ -235,7 +235,7 @@ impl Cx<'_> {
     /// entry, so other items' entries stay.
     pub(crate) fn record_skipped(&mut self, frame: &Frame, entry: &EntryDef) {
         if let (true, Some(index)) = (frame.in_item, frame.foreach_index) {
-            self.put_item(entry, index, StepStatus::Skipped, Value::Null);
+            self.put_item(entry, index, StepStatus::Skipped, Arc::new(Value::Null));
         } else {
             let mut rec = StepRecord::new(StepStatus::Skipped);
             rec.iteration = frame.iteration;
@@ -249,7 +249,7 @@ impl Cx<'_> {
         entry: &EntryDef,
         index: u32,
         status: StepStatus,
-        input: Value,
+        input: Arc<Value>,
     ) -> &mut StepRecord {
         let rec = self
             .records

@@ -146,7 +146,7 @@ pub(crate) fn end_node(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mu
                 rec.ended_at = Some(now);
                 if let Some(item) = item {
                     item.status = StepStatus::Success;
-                    item.output = Some(Value::clone(v));
+                    item.output = Some(Arc::clone(v));
                 } else {
                     rec.output = Some(Arc::clone(v));
                 }

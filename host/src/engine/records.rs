@@ -80,15 +80,17 @@ pub struct ItemRecord {
     pub index: u32,
     /// Where the item's execution of this step stands.
     pub status: StepStatus,
-    /// What it received.
-    pub input: Value,
-    /// What it produced.
+    /// What it received, shared with the run's state.
+    #[cfg_attr(feature = "server", schema(value_type = Value))]
+    pub input: Arc<Value>,
+    /// What it produced, shared with the run's state.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
+        deserialize_with = "present_shared"
     )]
-    pub output: Option<Value>,
+    #[cfg_attr(feature = "server", schema(value_type = Option<Value>))]
+    pub output: Option<Arc<Value>>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
