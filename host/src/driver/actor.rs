@@ -25,8 +25,8 @@ use super::unrecoverable::panic_message;
 use super::{Progress, RunRecord, Runtime, RuntimeError, summary};
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
-    self, Command, Event, EventKind, Graph, Invoke, ResumeRequest, RunState, RunStatus, StepsView,
-    Tracking,
+    self, Command, Event, EventKind, Graph, Invoke, KeyHasher, ResumeRequest, RunState, RunStatus,
+    StepsView, Tracking,
 };
 use crate::executor::StepRequest;
 use crate::limits::LimitError;
@@ -126,7 +126,7 @@ pub struct Actor {
     /// Where the run's records stand: the next key, and the bytes since the last snapshot,
     /// counted from before this actor took the run up.
     at: Position,
-    in_flight: HashMap<u64, InFlight>,
+    in_flight: HashMap<u64, InFlight, KeyHasher>,
     /// Invocations run on this task instead of a task each (see [`Actor::commit`]).
     local: FuturesUnordered<Local>,
     /// The ends of local invocations, in the order they came, each applied once the messages
@@ -222,7 +222,7 @@ impl Actor {
             events,
             status,
             at,
-            in_flight: HashMap::new(),
+            in_flight: HashMap::default(),
             local: FuturesUnordered::new(),
             local_ended: VecDeque::new(),
             working,

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use serde::Deserialize;
 
-use crate::engine::Graph;
 use crate::engine::model::{MODEL_PLUGIN, PluginRef, WORKFLOW_TOOL_PLUGIN};
+use crate::engine::{Graph, KeyHasher};
 use crate::executor::{PluginStep, StepExecutor};
 use crate::models::ModelStep;
 use crate::native::{NATIVE_PLUGIN, NativeSteps};
@@ -97,8 +97,8 @@ impl Executors {
         RunExecutors {
             executors: self.clone(),
             graph,
-            plugins: Mutex::new(HashMap::new()),
-            sandboxes: Mutex::new(HashMap::new()),
+            plugins: Mutex::default(),
+            sandboxes: Mutex::default(),
         }
     }
 
@@ -122,10 +122,10 @@ impl Executors {
 pub struct RunExecutors {
     executors: Executors,
     graph: Arc<Graph>,
-    plugins: Mutex<HashMap<String, Arc<dyn StepExecutor>>>,
+    plugins: Mutex<HashMap<String, Arc<dyn StepExecutor>, KeyHasher>>,
     /// Each plugin key's sandbox as parsed the first time the run asked about that key (by
     /// [`RunExecutors::contained`] or [`RunExecutors::resolve`]), or why it does not parse.
-    sandboxes: Mutex<HashMap<String, Result<Arc<Sandbox>, String>>>,
+    sandboxes: Mutex<HashMap<String, Result<Arc<Sandbox>, String>, KeyHasher>>,
 }
 
 impl RunExecutors {

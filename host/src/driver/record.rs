@@ -49,7 +49,7 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspended: Option<Vec<SuspendedEntry>>,
     /// One record per entry that started, by path.
-    pub steps: IndexMap<String, StepRecord>,
+    pub steps: IndexMap<String, StepRecord, engine::KeyHasher>,
     /// Set for a re-run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restarted_from: Option<RestartedFrom>,
@@ -129,7 +129,7 @@ struct Parts {
     error: Option<ErrorInfo>,
     tripwire: Option<TripwireInfo>,
     state: Option<Value>,
-    records: IndexMap<String, StepRecord>,
+    records: IndexMap<String, StepRecord, engine::KeyHasher>,
     restarted_from: Option<RestartedFrom>,
 }
 

@@ -70,7 +70,7 @@ impl StepsView {
 }
 
 /// The outputs visible in one scope, by id and by path (S8).
-pub type ScopeResults = IndexMap<String, Arc<Value>>;
+pub type ScopeResults = IndexMap<String, Arc<Value>, super::KeyHasher>;
 
 /// The kinds of tracking events (WORKFLOW-FORMAT.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

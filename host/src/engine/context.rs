@@ -74,7 +74,7 @@ pub(crate) struct Cx<'a> {
     /// Visible outputs by scope key.
     pub(crate) results: &'a mut BTreeMap<String, Arc<ScopeResults>>,
     /// Records by path.
-    pub(crate) records: &'a mut IndexMap<String, StepRecord>,
+    pub(crate) records: &'a mut IndexMap<String, StepRecord, super::KeyHasher>,
     /// The next invocation or timer token.
     pub(crate) next_token: &'a mut u64,
     /// A cancel has been accepted.

@@ -44,7 +44,10 @@ pub fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunSt
         results,
         // A record per entry that runs (items share their entry's): room for every entry of
         // a small graph up front, rather than growing the map three or four times per run.
-        records: IndexMap::with_capacity(graph.entries.len().min(RECORDS_UP_FRONT)),
+        records: IndexMap::with_capacity_and_hasher(
+            graph.entries.len().min(RECORDS_UP_FRONT),
+            super::KeyHasher::default(),
+        ),
         next_token: 1,
         cancelling: false,
         result: None,

@@ -126,7 +126,7 @@ pub struct RunState {
     /// Outputs visible to `.steps` and `run.step-result`, by scope key (S8, S9).
     pub results: BTreeMap<String, Arc<ScopeResults>>,
     /// Records by path, in the order entries started.
-    pub records: IndexMap<String, StepRecord>,
+    pub records: IndexMap<String, StepRecord, super::KeyHasher>,
     /// The next invocation or timer token.
     pub next_token: u64,
     /// A cancel has been accepted.
