@@ -351,12 +351,53 @@ fn take_first_value(tree: &sled::Tree, home: &Path, id: &str) -> Vec<u8> {
     v[21..21 + len].to_vec()
 }
 
+/// Rewrites run `id`'s records as JSON, as format 6 and earlier wrote them (format 7 writes
+/// MessagePack), each value put back inline in sled; the run's first value, kept among its
+/// records since format 5, stays as it is.
+fn records_as_json(tree: &sled::Tree, home: &Path, id: &str) {
+    let json = |bytes: &[u8]| -> Vec<u8> {
+        if !(0x80..=0x8f).contains(&bytes[0]) {
+            return bytes.to_vec();
+        }
+        let record: Value = rmp_serde::from_slice(bytes).expect("a MessagePack record");
+        assert!(record.get("events").is_some(), "{record}");
+        serde_json::to_vec(&record).expect("JSON")
+    };
+    let keys: Vec<Vec<u8>> = tree
+        .scan_prefix(run_key(b't', id))
+        .keys()
+        .map(|k| k.expect("key").to_vec())
+        .collect();
+    assert!(!keys.is_empty(), "run {id} has records");
+    for key in keys {
+        let v = inline_value(tree, home, &key);
+        let rewritten = if v[0] == 1 {
+            // A chunk: `1 | count u32 | (seq u64 | sub u32 | len u32 | bytes)*`.
+            let mut out = v[..5].to_vec();
+            let mut rest = &v[5..];
+            while !rest.is_empty() {
+                let len = u32_at(rest, 12);
+                let record = json(&rest[16..16 + len]);
+                out.extend_from_slice(&rest[..12]);
+                out.extend_from_slice(&u32::try_from(record.len()).expect("small").to_be_bytes());
+                out.extend_from_slice(&record);
+                rest = &rest[16 + len..];
+            }
+            out
+        } else {
+            json(&v)
+        };
+        tree.insert(key, rewritten).expect("records");
+    }
+}
+
 #[test]
 fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() {
     // Format 3 kept a run's definition digest (`d`) and first state (`b`) apart; format 4 put
     // them in one value (`f`); format 5 keeps that value among the run's records, all of them
-    // in sled; format 6 keeps them in values files. Sled only: the layout is sled's.
-    for format in [3, 4, 5] {
+    // in sled; format 6 keeps them in values files; every format before 7 wrote records as
+    // JSON. Sled only: the layout is sled's.
+    for format in [3, 4, 5, 6] {
         let dir = Dir::sled();
         std::fs::copy(weft_guests::TESTKIT, dir.dir.path().join("kit.wasm")).expect("copy");
         let wf = dir.file("ask.yaml", ASK);
@@ -366,7 +407,8 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
             // Rewrite the run as the older format wrote it.
             let db = sled::open(dir.home().join("db")).expect("open the database directly");
             let tree = db.open_tree("weft").expect("tree");
-            if format == 5 {
+            records_as_json(&tree, &dir.home(), "r1");
+            if format >= 5 {
                 let first = [run_key(b't', "r1"), vec![0; 12]].concat();
                 inline_value(&tree, &dir.home(), &first);
             } else if format == 4 {
