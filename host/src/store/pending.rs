@@ -197,6 +197,16 @@ impl Pending {
 mod tests {
     use super::*;
 
+    /// The keys of the log entries in `bytes`, taken from a [`Pending`].
+    fn logged_keys(mut bytes: Vec<u8>) -> Vec<Vec<u8>> {
+        wal::seal(&mut bytes, 1);
+        wal::decode(&bytes, 1)
+            .entries
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    }
+
     fn put(p: &Pending, k: &str, v: &str) {
         p.put(vec![(k.as_bytes().to_vec(), v.as_bytes())])
             .expect("put");
@@ -248,14 +258,10 @@ mod tests {
         let taken = p.take_unwritten();
         put(&p, "b", "2");
         p.restore_unwritten(taken);
-        let mut unwritten = p.take_unwritten();
-        wal::seal(&mut unwritten, 1);
-        let keys: Vec<_> = wal::decode(&unwritten, 1)
-            .entries
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        assert_eq!(keys, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(
+            logged_keys(p.take_unwritten()),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
     }
 
     #[test]
@@ -269,15 +275,9 @@ mod tests {
         // Taking "b" leaves the given-back buffer in its place, empty.
         let taken = p.take_unwritten();
         put(&p, "c", "3");
-        let mut reused = p.take_unwritten();
+        let reused = p.take_unwritten();
         assert_eq!(reused.as_ptr(), place);
-        wal::seal(&mut reused, 1);
-        let keys: Vec<_> = wal::decode(&reused, 1)
-            .entries
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        assert_eq!(keys, vec![b"c".to_vec()]);
+        assert_eq!(logged_keys(reused), vec![b"c".to_vec()]);
         assert!(!taken.is_empty());
     }
 }
