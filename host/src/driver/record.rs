@@ -193,12 +193,19 @@ pub(crate) fn end_record(out: &mut Vec<u8>, events: &Written<'_>) -> Result<(), 
 pub(crate) type RecordError = rmp_serde::encode::Error;
 
 /// Reads a stored record back: MessagePack, or JSON as records were before store format 7 (a
-/// JSON record starts with `{`, which no MessagePack map does).
+/// JSON record starts with `{`, which no MessagePack map does). Bytes left after the record are
+/// refused, as JSON's reader refuses them.
 pub(crate) fn read_record(bytes: &[u8]) -> Result<RecordIn, String> {
     if bytes.first() == Some(&b'{') {
         return crate::store::from_stored(bytes).map_err(|e| e.to_string());
     }
-    rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
+    let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
+    let record = RecordIn::deserialize(&mut de).map_err(|e| e.to_string())?;
+    let end = de.position();
+    if end != bytes.len() as u64 {
+        return Err(format!("the record ends at byte {end} of {}", bytes.len()));
+    }
+    Ok(record)
 }
 
 /// One stored record as read back.
@@ -312,5 +319,9 @@ mod tests {
         assert_eq!(old.events, new.events);
         assert!(read_record(b"{\"events\":[").is_err());
         assert!(read_record(&[0x82, 0xa3]).is_err());
+        let mut trailing = written(None);
+        trailing.push(0xc0);
+        let err = read_record(&trailing).err().expect("refused");
+        assert!(err.contains("ends at byte"), "{err}");
     }
 }
