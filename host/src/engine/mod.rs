@@ -45,12 +45,6 @@ mod recovery_tests;
 pub(crate) mod sim;
 
 pub use advance::advance;
-
-/// The hasher of the core's maps keyed by entry paths and ids (a run's records, a scope's
-/// outputs): foldhash, seeded at random, several times cheaper than the standard library's
-/// SipHash on the short keys the core looks up at every step.
-pub type KeyHasher = foldhash::fast::RandomState;
-
 pub use commands::{Command, EventKind, Invoke, StepsView, Tracking};
 pub use event_data::EventData;
 pub use events::{Event, Refusal, ResumeRequest};
@@ -64,3 +58,8 @@ pub use resume::suspended;
 pub use start::{check_run_input, new_run};
 pub use state::{FileState, RunState, RunStatus, STATE_FORMAT};
 pub use time::{Millis, rfc3339};
+
+/// The hasher of the core's maps keyed by entry paths and ids (a run's records, a scope's
+/// outputs): foldhash, seeded at random, several times cheaper than the standard library's
+/// SipHash on the short keys the core looks up at every step.
+pub type KeyHasher = foldhash::fast::RandomState;
