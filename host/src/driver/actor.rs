@@ -691,10 +691,6 @@ impl Actor {
         stored: &NewEvents,
         status_changed: bool,
     ) -> Result<(), RuntimeError> {
-        let run = |e: serde_json::Error| RuntimeError::Encode {
-            run: self.state.run_id.clone(),
-            message: e.to_string(),
-        };
         let at = (
             stored.seqs().map_or(self.at.next_seq - 1, |(_, last)| last),
             self.at.next_sub,
@@ -713,7 +709,7 @@ impl Actor {
                     covers: at,
                     state: &self.state,
                 })
-                .map_err(run)?,
+                .map_err(|e| super::encode_failed(&self.state.run_id, e))?,
             )
         } else {
             None

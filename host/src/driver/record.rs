@@ -171,22 +171,21 @@ pub struct StoredEvent {
 pub(crate) fn begin_record(out: &mut Vec<u8>, log: Option<&Event>) -> Result<(), RecordError> {
     match log {
         Some(event) => {
-            rmp::encode::write_map_len(out, 2).map_err(rmp_serde::encode::Error::from)?;
-            rmp::encode::write_str(out, "log").map_err(rmp_serde::encode::Error::from)?;
-            rmp_serde::encode::write_named(out, event)?;
+            rmp::encode::write_map_len(out, 2)?;
+            rmp::encode::write_str(out, "log")?;
+            rmp_serde::encode::write_named(out, event)
         }
         None => {
-            rmp::encode::write_map_len(out, 1).map_err(rmp_serde::encode::Error::from)?;
+            rmp::encode::write_map_len(out, 1)?;
+            Ok(())
         }
     }
-    Ok(())
 }
 
 /// Ends a record begun with [`begin_record`]: its tracking events.
 pub(crate) fn end_record(out: &mut Vec<u8>, events: &Written<'_>) -> Result<(), RecordError> {
-    rmp::encode::write_str(out, "events").map_err(rmp_serde::encode::Error::from)?;
-    rmp_serde::encode::write_named(out, events)?;
-    Ok(())
+    rmp::encode::write_str(out, "events")?;
+    rmp_serde::encode::write_named(out, events)
 }
 
 /// Why a record could not be encoded.

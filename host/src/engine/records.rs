@@ -13,7 +13,7 @@ pub(crate) fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<V
 
 /// [`present`], shared.
 fn present_shared<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Arc<Value>>, D::Error> {
-    Value::deserialize(d).map(|v| Some(Arc::new(v)))
+    present(d).map(|v| v.map(Arc::new))
 }
 
 /// An error as records and events show it (S83).
