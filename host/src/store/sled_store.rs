@@ -58,8 +58,10 @@ struct Shared {
     /// Wakes the checkpoint thread.
     wake: Wake,
     /// Held through a checkpoint: two at once could write a frozen table into sled after the
-    /// newer one that followed it.
-    checkpointing: Mutex<()>,
+    /// newer one that followed it. It holds the buffer a checkpoint gathers its chunks in, kept
+    /// for the next one (up to [`KEPT_CHUNK_BUFFER`] bytes), so that each checkpoint does not
+    /// fault in megabytes of fresh pages again.
+    checkpointing: Mutex<Vec<u8>>,
     /// Bytes that may still be written before [`Shared::room`] looks at the disk again.
     unchecked: AtomicU64,
     /// The database file; declared last, so it is dropped after the database handles.
@@ -81,6 +83,10 @@ struct WakeState {
 
 /// Log bytes after which a checkpoint is due.
 const CHECKPOINT_BYTES: usize = 4 << 20;
+
+/// The largest buffer of chunks a checkpoint keeps for the next one; a checkpoint that carried
+/// very large values does not hold their room for the store's lifetime.
+const KEPT_CHUNK_BUFFER: usize = 16 << 20;
 
 /// The free space a disk must have for a checkpoint to keep a finished segment as the spare.
 const SPARE_ROOM: u64 = 256 << 20;
@@ -443,7 +449,7 @@ fn replay(
         table.extend(decoded.entries);
     }
     let failed = |e| sled_error(dir, e);
-    write_table(data, values, &table, failed)?;
+    write_table(data, values, &table, &mut Vec::new(), failed)?;
     db.flush().map_err(failed)?;
     db_file.sync(dir)?;
     for (_, path) in &segments {
@@ -458,11 +464,12 @@ fn replay(
 /// sled, unless it is smaller than a ref is worth ([`values::INLINE_BELOW`]). One insert at a
 /// time, not one batch: a batch holds sled's tree lock for all of its inserts, stalling every
 /// read meanwhile, and nothing needs the writes to land together (a checkpoint cut short is
-/// replayed from the log, whole).
+/// replayed from the log, whole). The chunks are gathered in `appended`, emptied first.
 fn write_table(
     data: &Tree,
     values: &Values,
     table: &Table,
+    appended: &mut Vec<u8>,
     failed: impl Fn(sled::Error) -> StoreError,
 ) -> Result<(), StoreError> {
     /// A value for sled: its bytes, or the place of its bytes among those appended.
@@ -491,7 +498,8 @@ fn write_table(
     }
     // Room for every record in a chunk, so that the buffer is not grown (and copied) again and
     // again; the summaries and small chunks put inline leave some unused.
-    let mut appended = Vec::with_capacity(table.values().map(|v| chunk::room(v.len())).sum());
+    appended.clear();
+    appended.reserve(table.values().map(|v| chunk::room(v.len())).sum());
     let mut puts = Vec::new();
     let mut gathering: Option<Gathering<'_>> = None;
     for (k, v) in table {
@@ -501,24 +509,24 @@ fn write_table(
                     *p == prefix && size + v.len() <= chunk::MAX_CHUNK
                 });
                 if !joins {
-                    put_chunk(&mut puts, &mut appended, gathering.take());
+                    put_chunk(&mut puts, appended, gathering.take());
                 }
                 let g = gathering.get_or_insert_with(|| (prefix, k, Vec::new(), 0));
                 g.2.push((at, v));
                 g.3 += v.len();
             }
             None => {
-                put_chunk(&mut puts, &mut appended, gathering.take());
+                put_chunk(&mut puts, appended, gathering.take());
                 puts.push((k, Put::Inline(Cow::Borrowed(v))));
             }
         }
     }
-    put_chunk(&mut puts, &mut appended, gathering.take());
+    put_chunk(&mut puts, appended, gathering.take());
     // The values are durable before any ref to them is inserted.
     let (number, at) = if appended.is_empty() {
         (0, 0)
     } else {
-        values.append(&appended)?
+        values.append(appended)?
     };
     for (k, put) in puts {
         match put {
@@ -581,14 +589,20 @@ impl Shared {
     /// frozen table is left from a checkpoint that failed), inserts them, flushes sled, and
     /// retires the segments that held them.
     fn checkpoint(&self) -> Result<(), StoreError> {
-        let _one_at_a_time = lock(&self.checkpointing);
+        let mut chunks = lock(&self.checkpointing);
         let rotated = self.rotate();
         let Some(table) = self.pending.frozen() else {
             return rotated;
         };
         let size: usize = table.iter().map(|(k, v)| k.len() + v.len()).sum();
         self.room(size)?;
-        write_table(&self.data, &self.values, &table, |e| self.failed(e))?;
+        let written = write_table(&self.data, &self.values, &table, &mut chunks, |e| {
+            self.failed(e)
+        });
+        if chunks.capacity() > KEPT_CHUNK_BUFFER {
+            *chunks = Vec::new();
+        }
+        written?;
         self.db.flush().map_err(|e| self.failed(e))?;
         self.db_file.sync(&self.dir)?;
         // sled holds them now: reads find them there.
@@ -1052,6 +1066,52 @@ mod tests {
         // A clean close leaves no log behind.
         drop(store);
         assert!(wal::segments(&home.join("wal")).expect("list").is_empty());
+    }
+
+    /// The bytes of the values files in `home`.
+    fn values_bytes(home: &Path) -> u64 {
+        std::fs::read_dir(home.join("values"))
+            .expect("the values directory")
+            .map(|e| e.expect("entry").metadata().expect("metadata").len())
+            .sum()
+    }
+
+    #[test]
+    fn each_checkpoint_appends_only_its_own_chunks_to_the_values_files() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        let store = SledStore::open(&home, 8).expect("open");
+        let big = |run: u8, i: u64| vec![b'a' + run; values::INLINE_BELOW + i as usize];
+        let mut before = values_bytes(&home);
+        for (run, id) in ["first", "second"].into_iter().enumerate() {
+            let run = run as u8;
+            let records: Vec<(RecordKey, Vec<u8>)> =
+                (1..=3).map(|i| ((i, 0), big(run, i))).collect();
+            for (at, bytes) in &records {
+                store.append(id, *at, bytes).expect("append");
+            }
+            Store::checkpoint(&store).expect("checkpoint");
+            // The buffer the chunks were gathered in is kept for the next checkpoint, and
+            // nothing of this one's chunk is written by the next.
+            let chunk = chunk::encode(
+                &records
+                    .iter()
+                    .map(|(at, b)| (*at, b.as_slice()))
+                    .collect::<Vec<_>>(),
+            );
+            let after = values_bytes(&home);
+            assert_eq!(after - before, chunk.len() as u64, "{id}");
+            assert!(lock(&store.shared.checkpointing).capacity() >= chunk.len());
+            before = after;
+            assert_eq!(store.records(id, (0, 0)).expect("records"), records);
+        }
+        drop(store);
+        let store = SledStore::open(&home, 8).expect("open again");
+        for (run, id) in ["first", "second"].into_iter().enumerate() {
+            let read = store.records(id, (0, 0)).expect("records");
+            assert_eq!(read.len(), 3);
+            assert!(read.iter().all(|(_, b)| b[0] == b'a' + run as u8), "{id}");
+        }
     }
 
     #[test]
