@@ -146,6 +146,10 @@ pub struct Actor {
     /// Since when transitions are stored that no sync started covers, while nobody watches
     /// ([`Actor::sync_due`]).
     unsynced_since: Option<Instant>,
+    /// The timer of that background sync, registered once and moved only when its deadline
+    /// does: one made afresh at every wait would register with the runtime's timer wheel
+    /// (and wake its driver) once a step.
+    sync_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     /// What runs each step of the run.
     executors: Arc<RunExecutors>,
     /// Storing failed: the actor stops (see [`Actor::halt`]).
@@ -230,6 +234,7 @@ impl Actor {
             syncing: None,
             durable_sub: at.next_sub,
             unsynced_since: None,
+            sync_timer: None,
             executors,
             halted: false,
             waiters: Vec::new(),
@@ -375,9 +380,10 @@ impl Actor {
                     None => std::future::pending().await,
                 }
             };
+            let timer = &mut self.sync_timer;
             let sync_due = async {
                 match due {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    Some(at) => Self::sync_timer(timer, at).await,
                     None => std::future::pending().await,
                 }
             };
@@ -446,6 +452,25 @@ impl Actor {
         }
         let now = Instant::now();
         now.duration_since(*self.unsynced_since.get_or_insert(now)) >= after
+    }
+
+    /// The background sync's timer, set to fire at `at`.
+    fn sync_timer(
+        timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+        at: Instant,
+    ) -> Pin<&mut tokio::time::Sleep> {
+        let at = tokio::time::Instant::from_std(at);
+        match timer {
+            Some(timer) => {
+                if timer.deadline() != at {
+                    timer.as_mut().reset(at);
+                }
+                timer.as_mut()
+            }
+            None => timer
+                .insert(Box::pin(tokio::time::sleep_until(at)))
+                .as_mut(),
+        }
     }
 
     /// Starts a sync of every write made so far, in the background, for `unpublished`.
