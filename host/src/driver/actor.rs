@@ -146,9 +146,9 @@ pub struct Actor {
     /// Since when transitions are stored that no sync started covers, while nobody watches
     /// ([`Actor::sync_due`]).
     unsynced_since: Option<Instant>,
-    /// The timer of that background sync, registered once and moved only when its deadline
-    /// does: one made afresh at every wait would register with the runtime's timer wheel
-    /// (and wake its driver) once a step.
+    /// The timer of that background sync, made at the first wait for it and dropped with
+    /// `unsynced_since` ([`Actor::all_covered`]): one made afresh at every wait would register
+    /// with the runtime's timer wheel (and wake its driver) once a step.
     sync_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     /// What runs each step of the run.
     executors: Arc<RunExecutors>,
@@ -383,7 +383,12 @@ impl Actor {
             let timer = &mut self.sync_timer;
             let sync_due = async {
                 match due {
-                    Some(at) => Self::sync_timer(timer, at).await,
+                    Some(at) => {
+                        timer
+                            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at.into())))
+                            .as_mut()
+                            .await
+                    }
                     None => std::future::pending().await,
                 }
             };
@@ -454,28 +459,16 @@ impl Actor {
         now.duration_since(*self.unsynced_since.get_or_insert(now)) >= after
     }
 
-    /// The background sync's timer, set to fire at `at`.
-    fn sync_timer(
-        timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
-        at: Instant,
-    ) -> Pin<&mut tokio::time::Sleep> {
-        let at = tokio::time::Instant::from_std(at);
-        match timer {
-            Some(timer) => {
-                if timer.deadline() != at {
-                    timer.as_mut().reset(at);
-                }
-                timer.as_mut()
-            }
-            None => timer
-                .insert(Box::pin(tokio::time::sleep_until(at)))
-                .as_mut(),
-        }
+    /// Every transition stored so far is covered by a sync started: none waits for the
+    /// background sync, whose timer stops.
+    fn all_covered(&mut self) {
+        self.unsynced_since = None;
+        self.sync_timer = None;
     }
 
     /// Starts a sync of every write made so far, in the background, for `unpublished`.
     fn start_syncing(&mut self) {
-        self.unsynced_since = None;
+        self.all_covered();
         let rt = self.rt.clone();
         let ticket = rt.sync_ticket();
         let sync: Syncing = Box::pin(async move { rt.durable_at(ticket).await });
@@ -953,7 +946,7 @@ impl Actor {
     async fn flush(&mut self) -> Result<(), RuntimeError> {
         // A sync taken now covers what the one under way does, and more.
         self.syncing = None;
-        self.unsynced_since = None;
+        self.all_covered();
         let covers = self.at.next_sub;
         let rt = self.rt.clone();
         let sync = rt.durable();
