@@ -1083,8 +1083,7 @@ mod tests {
         let store = SledStore::open(&home, 8).expect("open");
         let big = |run: u8, i: u64| vec![b'a' + run; values::INLINE_BELOW + i as usize];
         let mut before = values_bytes(&home);
-        for (run, id) in ["first", "second"].into_iter().enumerate() {
-            let run = run as u8;
+        for (run, id) in (0u8..).zip(["first", "second"]) {
             let records: Vec<(RecordKey, Vec<u8>)> =
                 (1..=3).map(|i| ((i, 0), big(run, i))).collect();
             for (at, bytes) in &records {
@@ -1107,10 +1106,10 @@ mod tests {
         }
         drop(store);
         let store = SledStore::open(&home, 8).expect("open again");
-        for (run, id) in ["first", "second"].into_iter().enumerate() {
+        for (run, id) in (0u8..).zip(["first", "second"]) {
             let read = store.records(id, (0, 0)).expect("records");
             assert_eq!(read.len(), 3);
-            assert!(read.iter().all(|(_, b)| b[0] == b'a' + run as u8), "{id}");
+            assert!(read.iter().all(|(_, b)| b[0] == b'a' + run), "{id}");
         }
     }
 
