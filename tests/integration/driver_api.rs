@@ -326,7 +326,8 @@ fn a_run_resumed_by_a_new_process_each_time_keeps_its_records_after_the_snapshot
     });
     assert_eq!(first.status, RunStatus::Suspended);
     let id = first.run_id;
-    for _ in 0..12 {
+    // Enough resumes that their records outweigh `snapshot_min_bytes` twice over.
+    for _ in 0..24 {
         let rec = in_a_process(&home, min, async |rt| {
             rt.resume(&id, req(None, None, None, json!({})))
                 .await

@@ -351,17 +351,45 @@ fn take_first_value(tree: &sled::Tree, home: &Path, id: &str) -> Vec<u8> {
     v[21..21 + len].to_vec()
 }
 
-/// Rewrites run `id`'s records as JSON, as format 6 and earlier wrote them (format 7 writes
-/// MessagePack), each value put back inline in sled; the run's first value, kept among its
-/// records since format 5, stays as it is.
-fn records_as_json(tree: &sled::Tree, home: &Path, id: &str) {
-    let json = |bytes: &[u8]| -> Vec<u8> {
+/// Rewrites run `id`'s records as `format` wrote them: their tracking events as maps of their
+/// members, each with the run's id and its instant (format 8 writes arrays, with neither), in
+/// MessagePack for format 7 and in JSON for format 6 and earlier, each value put back inline in
+/// sled; the run's first value, kept among its records since format 5, stays as it is.
+fn records_as(format: u32, tree: &sled::Tree, home: &Path, id: &str) {
+    let rewrite = |bytes: &[u8]| -> Vec<u8> {
         if !(0x80..=0x8f).contains(&bytes[0]) {
             return bytes.to_vec();
         }
-        let record: Value = rmp_serde::from_slice(bytes).expect("a MessagePack record");
-        assert!(record.get("events").is_some(), "{record}");
-        serde_json::to_vec(&record).expect("JSON")
+        let mut record: Value = rmp_serde::from_slice(bytes).expect("a MessagePack record");
+        let at = record["at"].clone();
+        let events: Vec<Value> = record["ev"]
+            .as_array()
+            .expect("format 8 events")
+            .iter()
+            .map(|e| {
+                let mut event = json!({"seq": e[0], "run_id": id, "at": at, "type": e[1]});
+                for (k, name) in [
+                    (2, "path"),
+                    (3, "foreach_index"),
+                    (4, "iteration"),
+                    (5, "data"),
+                ] {
+                    if !e[k].is_null() {
+                        event[name] = e[k].clone();
+                    }
+                }
+                event
+            })
+            .collect();
+        let map = record.as_object_mut().expect("a map");
+        map.remove("at");
+        map.remove("ev");
+        map.insert("events".into(), Value::Array(events));
+        if format == 7 {
+            rmp_serde::to_vec_named(&record).expect("MessagePack")
+        } else {
+            serde_json::to_vec(&record).expect("JSON")
+        }
     };
     let keys: Vec<Vec<u8>> = tree
         .scan_prefix(run_key(b't', id))
@@ -377,7 +405,7 @@ fn records_as_json(tree: &sled::Tree, home: &Path, id: &str) {
             let mut rest = &v[5..];
             while !rest.is_empty() {
                 let len = u32_at(rest, 12);
-                let record = json(&rest[16..16 + len]);
+                let record = rewrite(&rest[16..16 + len]);
                 out.extend_from_slice(&rest[..12]);
                 out.extend_from_slice(&u32::try_from(record.len()).expect("small").to_be_bytes());
                 out.extend_from_slice(&record);
@@ -385,7 +413,7 @@ fn records_as_json(tree: &sled::Tree, home: &Path, id: &str) {
             }
             out
         } else {
-            json(&v)
+            rewrite(&v)
         };
         tree.insert(key, rewritten).expect("records");
     }
@@ -396,8 +424,8 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
     // Format 3 kept a run's definition digest (`d`) and first state (`b`) apart; format 4 put
     // them in one value (`f`); format 5 keeps that value among the run's records, all of them
     // in sled; format 6 keeps them in values files; every format before 7 wrote records as
-    // JSON. Sled only: the layout is sled's.
-    for format in [3, 4, 5, 6] {
+    // JSON, and before 8 each tracking event as a map. Sled only: the layout is sled's.
+    for format in [3, 4, 5, 6, 7] {
         let dir = Dir::sled();
         std::fs::copy(weft_guests::TESTKIT, dir.dir.path().join("kit.wasm")).expect("copy");
         let wf = dir.file("ask.yaml", ASK);
@@ -407,7 +435,7 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
             // Rewrite the run as the older format wrote it.
             let db = sled::open(dir.home().join("db")).expect("open the database directly");
             let tree = db.open_tree("weft").expect("tree");
-            records_as_json(&tree, &dir.home(), "r1");
+            records_as(format, &tree, &dir.home(), "r1");
             if format >= 5 {
                 let first = [run_key(b't', "r1"), vec![0; 12]].concat();
                 inline_value(&tree, &dir.home(), &first);
@@ -436,6 +464,30 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
             out.json()["steps"]["after"]["output"]["resumed"]["ok"],
             true
         );
+        // The events stored in the older format read back before those stored since.
+        let out = dir.weft(&["watch", "r1"]);
+        assert_eq!(out.code, 0, "format {format}: {out:?}");
+        let events = out.json_lines();
+        let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+        assert_eq!(
+            kinds.first(),
+            Some(&"run-started"),
+            "format {format}: {events:?}"
+        );
+        assert!(
+            kinds.contains(&"run-suspended") && kinds.contains(&"run-resumed"),
+            "{kinds:?}"
+        );
+        assert_eq!(
+            kinds.last(),
+            Some(&"run-succeeded"),
+            "format {format}: {events:?}"
+        );
+        for (n, e) in events.iter().enumerate() {
+            assert_eq!(e["seq"], n + 1, "format {format}: {events:?}");
+            assert_eq!(e["run_id"], "r1", "format {format}: {e}");
+            assert!(e["at"].as_str().is_some_and(|at| at.ends_with('Z')), "{e}");
+        }
         // A re-run reads the definition through the older format's key too.
         let out = dir.weft(&["run", "--from-step", "after", "--of", "r1", "--json"]);
         assert_eq!(out.code, 0, "format {format}: {out:?}");
@@ -445,7 +497,7 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
             &marker[..],
             weft::store::STORE_FORMAT.to_string().as_bytes()
         );
-        assert_eq!(&marker[..], b"7");
+        assert_eq!(&marker[..], b"8");
     }
 }
 

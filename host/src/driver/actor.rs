@@ -714,7 +714,7 @@ impl Actor {
             self.at.next_sub,
         );
         self.at.next_sub += 1;
-        record::end_record(&mut bytes, &stored.written(&self.state.run_id))
+        record::end_record(&mut bytes, &stored.written())
             .map_err(|e| super::encode_failed(&self.state.run_id, e))?;
         self.record_len = bytes.len();
         let rt = &self.rt;

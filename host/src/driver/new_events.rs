@@ -6,10 +6,10 @@
 //! run's state ([`EventData::Keyed`]) until a watcher needs an event of its own.
 
 use serde::Serialize;
-use serde::ser::SerializeSeq;
+use serde::ser::{SerializeSeq, SerializeTuple};
 
 use super::StoredEvent;
-use crate::engine::{EventData, EventKind, Tracking};
+use crate::engine::Tracking;
 
 /// A tracking event numbered by its run's `seq`.
 pub(crate) struct NewEvent {
@@ -48,54 +48,49 @@ impl NewEvents {
             .collect()
     }
 
-    /// The events as their record holds them: the members of [`StoredEvent`], in its order.
-    pub fn written<'a>(&'a self, run_id: &'a str) -> Written<'a> {
-        Written {
-            run_id,
-            batch: self,
-        }
+    /// The events as their record holds them ([`super::record::end_record`]).
+    pub fn written(&self) -> Written<'_> {
+        Written { batch: self }
     }
 }
 
-/// [`NewEvents`] serialized as the stored events they become.
+/// [`NewEvents`] serialized as their record holds them: each event an array of its members
+/// `[seq, type, path, foreach_index, iteration, data]`, `nil` for one it lacks, in the order of
+/// [`StoredEvent`]'s. The run's id and the batch's instant are not repeated in every event:
+/// the record's key names the run, and the record holds the instant once.
 pub(crate) struct Written<'a> {
-    run_id: &'a str,
     batch: &'a NewEvents,
 }
 
-/// One event as written; its members are [`StoredEvent`]'s, which reads it back.
-#[derive(Serialize)]
-struct EventOut<'a> {
-    seq: u64,
-    run_id: &'a str,
-    at: &'a str,
-    #[serde(rename = "type")]
-    kind: EventKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    path: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    foreach_index: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    iteration: Option<u32>,
-    #[serde(skip_serializing_if = "EventData::is_null")]
-    data: &'a EventData,
+/// One event as written: [`Written`]'s array.
+struct EventOut<'a>(&'a NewEvent);
+
+impl Serialize for EventOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (e, t) = (self.0, &self.0.tracking);
+        let mut tuple = s.serialize_tuple(6)?;
+        tuple.serialize_element(&e.seq)?;
+        tuple.serialize_element(&t.kind)?;
+        tuple.serialize_element(&t.path)?;
+        tuple.serialize_element(&t.foreach_index)?;
+        tuple.serialize_element(&t.iteration)?;
+        tuple.serialize_element(&t.data)?;
+        tuple.end()
+    }
+}
+
+impl Written<'_> {
+    /// The instant every event of the batch was stored at (RFC 3339).
+    pub fn at(&self) -> &str {
+        &self.batch.at
+    }
 }
 
 impl Serialize for Written<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.batch.events.len()))?;
         for e in &self.batch.events {
-            let t = &e.tracking;
-            seq.serialize_element(&EventOut {
-                seq: e.seq,
-                run_id: self.run_id,
-                at: &self.batch.at,
-                kind: t.kind,
-                path: t.path.as_deref(),
-                foreach_index: t.foreach_index,
-                iteration: t.iteration,
-                data: &t.data,
-            })?;
+            seq.serialize_element(&EventOut(e))?;
         }
         seq.end()
     }
@@ -108,6 +103,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::engine::{EventData, EventKind};
 
     fn batch() -> NewEvents {
         let tracking = |kind, path: Option<&str>, data| Tracking {
@@ -137,14 +133,19 @@ mod tests {
     }
 
     #[test]
-    fn s87_events_are_written_as_the_stored_events_they_become() {
+    fn s87_events_are_written_as_arrays_of_their_members_without_the_run_or_the_instant() {
         let events = batch();
         assert_eq!(events.seqs(), Some((7, 8)));
-        let written = serde_json::to_value(events.written("r1")).expect("serializes");
-        let read: Vec<StoredEvent> = serde_json::from_value(written.clone()).expect("reads");
+        assert_eq!(events.written().at(), "2026-11-30T08:00:00.000Z");
+        let written = serde_json::to_value(events.written()).expect("serializes");
+        assert_eq!(
+            written,
+            json!([
+                [7, "step-succeeded", "a", null, 2, {"output": {"n": 1}}],
+                [8, "run-cancelled", null, null, 2, null],
+            ])
+        );
         let stored = events.into_stored("r1");
-        assert_eq!(read, stored);
-        assert_eq!(written, serde_json::to_value(&stored).expect("serializes"));
         assert_eq!(stored[0].data, json!({"output": {"n": 1}}));
         assert_eq!(stored[1].data, Value::Null);
     }

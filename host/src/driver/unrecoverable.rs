@@ -116,7 +116,7 @@ impl Runtime {
                 };
                 let mut record = Vec::new();
                 record::begin_record(&mut record, None)
-                    .and_then(|()| record::end_record(&mut record, &events.written(run_id)))
+                    .and_then(|()| record::end_record(&mut record, &events.written()))
                     .map_err(|e| super::encode_failed(run_id, e))?;
                 let snapshot = serde_json::to_vec(&SnapshotOut {
                     covers: at,

@@ -17,8 +17,10 @@
 //!   its answer.
 
 /// The schema version this weft writes and reads: 2 since records are MessagePack (JSON
-/// before, still read), which a weft that knows only version 1 could not read.
-pub const VERSION: i32 = 2;
+/// before, still read), which a weft that knows only version 1 could not read; 3 since a
+/// record's tracking events are arrays of their members (`driver::record`), which a weft that
+/// knows only version 2 would read as a record without events.
+pub const VERSION: i32 = 3;
 
 /// The statements of each migration, in order: migration `i` takes the schema from version `i`
 /// to `i + 1`. `{s}` stands for the quoted schema name.
@@ -76,6 +78,9 @@ ALTER TABLE {s}.workers SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacu
 "#,
     r#"
 COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSON before';
+"#,
+    r#"
+COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSON before; tracking events as arrays since version 3';
 "#,
 ];
 
