@@ -238,10 +238,10 @@ const FORMAT_KEY: &[u8] = b"weft-store-format";
 /// chunk, one write fewer again; format 6 keeps chunks in the home's values files with only
 /// their refs in sled (`store::values`); format 7 writes records as MessagePack rather than
 /// JSON (`driver::record`); format 8 writes a record's tracking events as arrays of their
-/// members, without the run's id and with their instant once (`driver::record`). Runs written
-/// before are read where their format put them, and their records as they were written: a
-/// format 2 to 7 database reads as format 8 and is marked 8 when opened, so a weft that reads
-/// only an older format refuses it from then on.
+/// members, without the run's id and with their instant once, and a plain step end as a short
+/// array (`driver::record`). Runs written before are read where their format put them, and
+/// their records as they were written: a format 2 to 7 database reads as format 8 and is
+/// marked 8 when opened, so a weft that reads only an older format refuses it from then on.
 pub const STORE_FORMAT: u32 = 8;
 
 /// The formats this build reads and upgrades to [`STORE_FORMAT`] when it opens a database.

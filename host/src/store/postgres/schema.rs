@@ -18,8 +18,9 @@
 
 /// The schema version this weft writes and reads: 2 since records are MessagePack (JSON
 /// before, still read), which a weft that knows only version 1 could not read; 3 since a
-/// record's tracking events are arrays of their members (`driver::record`), which a weft that
-/// knows only version 2 would read as a record without events.
+/// record's tracking events are arrays of their members and a plain step end a short array
+/// (`driver::record`), which a weft that knows only version 2 would misread as a record with
+/// neither.
 pub const VERSION: i32 = 3;
 
 /// The statements of each migration, in order: migration `i` takes the schema from version `i`
@@ -80,7 +81,7 @@ ALTER TABLE {s}.workers SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacu
 COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSON before';
 "#,
     r#"
-COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSON before; tracking events as arrays since version 3';
+COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSON before; tracking events and plain step ends as arrays since version 3';
 "#,
 ];
 
