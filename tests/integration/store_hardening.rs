@@ -385,6 +385,9 @@ fn records_as(format: u32, tree: &sled::Tree, home: &Path, id: &str) {
         map.remove("at");
         map.remove("ev");
         map.insert("events".into(), Value::Array(events));
+        // The run has only started and suspended: no plain step end (format 8's short
+        // `end`, which no older format wrote) is among its records.
+        assert!(!map.contains_key("end"), "{record}");
         if format == 7 {
             rmp_serde::to_vec_named(&record).expect("MessagePack")
         } else {

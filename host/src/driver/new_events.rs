@@ -84,6 +84,11 @@ impl Written<'_> {
     pub fn at(&self) -> &str {
         &self.batch.at
     }
+
+    /// Whether the batch holds no event.
+    pub fn is_empty(&self) -> bool {
+        self.batch.events.is_empty()
+    }
 }
 
 impl Serialize for Written<'_> {

@@ -200,7 +200,12 @@ pub(crate) fn begin_record(out: &mut Vec<u8>, log: Option<&Event>) -> Result<(),
 /// Ends a record begun with [`begin_record`]: its tracking events and their instant.
 pub(crate) fn end_record(out: &mut Vec<u8>, events: &Written<'_>) -> Result<(), RecordError> {
     rmp::encode::write_str(out, "at")?;
-    rmp::encode::write_str(out, events.at())?;
+    if events.is_empty() {
+        // Nothing is stamped with it (a foreach item's end, say).
+        out.push(rmp::Marker::Null.to_u8());
+    } else {
+        rmp::encode::write_str(out, events.at())?;
+    }
     rmp::encode::write_str(out, "ev")?;
     rmp_serde::encode::write_named(out, events)
 }
