@@ -16,7 +16,10 @@
 // medians: weft's durable, sandboxed steps (fsync on) against the peer at its best of 1 and 64,
 // in memory and on its durable store; weft's p50 latency of one run alone against the peer's. A
 // second table gives the in-memory ratio of each round alone (each side at its best of 1 and 64
-// in that round), their median and the lowest. Run it on a quiet machine, or under
+// in that round), their median and the lowest. Each round ends with weft's two floors: `floor`
+// (an invocation alone, what "cost/step vs floor" divides by) and `floor_durable` (an invocation
+// and a durable record of a `seq10` step's size, with no engine and no store: the part of a
+// step's cost that is the disk's). Run it on a quiet machine, or under
 // `chrt -f 10` as root: the figures are only comparable when both sides see the same load.
 
 import { spawnSync } from 'node:child_process';
@@ -112,7 +115,7 @@ for (let round = 1; round <= repeat; round++) {
       }
     }
   }
-  weftRun(['floor'], 64);
+  weftRun(['floor', 'floor_durable'], 64);
 }
 
 const fig = (side, n, scenario, key) => {
@@ -124,6 +127,7 @@ const best = (scenario) =>
 const fmt = (x) => (x === undefined || x === 0 ? '–' : Math.round(x).toLocaleString('en-US'));
 const ratio = (a, b) => (a && b ? `${(a / b).toFixed(2)}×` : '–');
 const floor = fig('weft', 64, 'floor', 'steps_per_s');
+const floorDurable = fig('weft', 64, 'floor_durable', 'steps_per_s');
 
 console.log(`weft and the peer, ${new Date().toISOString().slice(0, 10)}, medians of ${repeat} rounds; steps/s`);
 console.log('');
@@ -139,6 +143,7 @@ for (const s of SCENARIOS) {
   console.log(`| ${s.weft} | ${fmt(w1)} | ${fmt(w64)} | ${fmt(mem)} | ${ratio(w, mem)} | ${fmt(durable)} | ${ratio(w, durable)} | ${ratio(floor, w)} | ${lat} |`);
 }
 console.log(`| floor | | ${fmt(floor)} | | | | | 1.00× | |`);
+console.log(`| floor_durable | | ${fmt(floorDurable)} | | | | | ${ratio(floor, floorDurable)} | |`);
 
 // The in-memory ratio of each round alone: both sides measured seconds apart, at their best.
 const inRound = (side, scenario, round) =>

@@ -12,6 +12,11 @@
 //! `seq10` split a run's cost into what a step adds and what a run costs once.
 //! `floor` is the bare cost of one fresh pooled instance and one trivial `execute`, with no
 //! engine and no store, measured in the same process so the engine's overhead shows as a ratio.
+//! Two more floors run only when named: `floor_durable` adds what durability costs with no
+//! engine and no store (each invocation appends a record of a `seq10` step's size to a plain
+//! file, made durable by a group fdatasync, and every tenth, as a `seq10` run's end, waits for
+//! the sync that covers it), and `floor_store` the same through weft's store (its log, pending
+//! table and checkpoints); both with 64 tasks in flight unless `WEFT_BENCH_INFLIGHT` says.
 //!
 //! The environment changes what is measured:
 //! - `WEFT_BENCH_INFLIGHT=N`: N runs in flight in every scenario (1 measures latency, as the
@@ -28,14 +33,17 @@
 //!   `floor`) after a warm-up of one run per run in flight: the same work every time, for
 //!   `perf stat` or a profiler to compare two builds on.
 
-use std::sync::Arc;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use weft::driver::{Runtime, RuntimeConfig};
 use weft::engine::invocation::StepCall;
 use weft::engine::{ResumeRequest, RunStatus};
-use weft::plugin::{DiscardEvents, HostConfig, Invocation, NoRun, PluginHost, Sandbox};
+use weft::plugin::{DiscardEvents, HostConfig, Invocation, NoRun, Plugin, PluginHost, Sandbox};
+use weft::store::{SledStore, Store};
 use weft::workflow::LoadedWorkflow;
 
 /// The allocator the `weft` binary uses.
@@ -364,31 +372,70 @@ async fn run_scenario(
     (in_flight, figures)
 }
 
+/// The bare invocation every floor measures: the bench's plugin, loaded once, its `inc` step
+/// called on a fresh pooled instance with no engine around it.
+struct Bare {
+    plugin: Arc<Plugin>,
+    sandbox: Sandbox,
+    call: StepCall,
+}
+
+impl Bare {
+    async fn load(dir: &std::path::Path, settings: &Settings) -> Arc<Self> {
+        let cache = dir.join("floor-cache");
+        let host =
+            PluginHost::new(HostConfig::default().with_cache_dir(Some(cache))).expect("host");
+        let bytes = std::fs::read(settings.plugin.1).expect("the bench's plugin");
+        let plugin = host.load(&bytes, None).await.expect("load");
+        let call = StepCall {
+            run_id: "floor".into(),
+            workflow_id: "floor".into(),
+            step_path: "inc".into(),
+            attempt: 0,
+            input: json!({"n": 0}).into(),
+            config: json!({}).into(),
+            state: json!({}).into(),
+            resume: None,
+            foreach_index: None,
+            iteration: None,
+        };
+        Arc::new(Bare {
+            plugin,
+            sandbox: Sandbox::default(),
+            call,
+        })
+    }
+
+    async fn invoke(&self) {
+        let io = Invocation::new(Arc::new(DiscardEvents), Arc::new(NoRun));
+        let r = self
+            .plugin
+            .execute("inc", &self.call, &self.sandbox, io)
+            .await;
+        assert!(r.outcome.is_ok());
+    }
+}
+
+/// The figures of `steps` invocations that took from `start` (and `cpu`, the process's CPU
+/// then) until now.
+fn floor_figures(steps: u64, start: Instant, cpu: f64) -> Figures {
+    Figures {
+        runs: steps,
+        steps,
+        seconds: start.elapsed().as_secs_f64(),
+        p50_ms: 0.0,
+        p99_ms: 0.0,
+        cpu_seconds: cpu_time() - cpu,
+    }
+}
+
 async fn floor(dir: &std::path::Path, settings: &Settings) -> Figures {
-    let host = PluginHost::new(HostConfig::default().with_cache_dir(Some(dir.join("floor-cache"))))
-        .expect("host");
-    let bytes = std::fs::read(settings.plugin.1).expect("the bench's plugin");
-    let plugin = host.load(&bytes, None).await.expect("load");
-    let sandbox = Arc::new(Sandbox::default());
-    let call = StepCall {
-        run_id: "floor".into(),
-        workflow_id: "floor".into(),
-        step_path: "inc".into(),
-        attempt: 0,
-        input: json!({"n": 0}).into(),
-        config: json!({}).into(),
-        state: json!({}).into(),
-        resume: None,
-        foreach_index: None,
-        iteration: None,
-    };
+    let bare = Bare::load(dir, settings).await;
     let invoke = |n: usize| {
-        let (plugin, sandbox, call) = (plugin.clone(), sandbox.clone(), call.clone());
+        let bare = bare.clone();
         tokio::spawn(async move {
             for _ in 0..n {
-                let io = Invocation::new(Arc::new(DiscardEvents), Arc::new(NoRun));
-                let r = plugin.execute("inc", &call, &sandbox, io).await;
-                assert!(r.outcome.is_ok());
+                bare.invoke().await;
             }
         })
     };
@@ -418,16 +465,159 @@ async fn floor(dir: &std::path::Path, settings: &Settings) -> Figures {
             }
         }
     }
-    let figures = Figures {
-        runs: steps,
-        steps,
-        seconds: start.elapsed().as_secs_f64(),
-        p50_ms: 0.0,
-        p99_ms: 0.0,
-        cpu_seconds: cpu_time() - cpu,
-    };
+    let figures = floor_figures(steps, start, cpu);
     print("floor", 64, settings, json!(null), &figures);
     figures
+}
+
+/// Where a durable floor keeps each step's record.
+enum Log {
+    /// A plain file: records gathered in a buffer, written and fdatasynced together.
+    File {
+        file: std::fs::File,
+        buffer: Mutex<Vec<u8>>,
+    },
+    /// weft's own store, its log, pending table and checkpoints included.
+    Store(SledStore),
+}
+
+/// Records appended by many tasks, made durable together by one thread: each sync covers every
+/// record appended before it began, as the engine's group commit does.
+struct GroupSync {
+    log: Log,
+    appended: AtomicU64,
+    synced: tokio::sync::watch::Sender<u64>,
+    /// The highest ticket handed out, or `u64::MAX` when the thread should stop.
+    wake: (Mutex<u64>, Condvar),
+}
+
+impl GroupSync {
+    /// Appends `record` as record `seq` of `run`; returns the number a sync must reach to
+    /// cover it.
+    fn append(&self, run: &str, seq: u64, record: &[u8]) -> u64 {
+        match &self.log {
+            Log::File { buffer, .. } => buffer.lock().expect("buffer").extend_from_slice(record),
+            Log::Store(store) => store.append(run, (seq, 0), record).expect("append"),
+        }
+        let ticket = self.appended.fetch_add(1, Ordering::AcqRel) + 1;
+        let mut due = self.wake.0.lock().expect("wake");
+        // Tickets may arrive out of order: the highest is due.
+        *due = (*due).max(ticket);
+        self.wake.1.notify_one();
+        ticket
+    }
+
+    /// Syncs until told to stop.
+    fn run(&self) {
+        let mut last = 0;
+        loop {
+            {
+                let mut due = self.wake.0.lock().expect("wake");
+                while *due <= last {
+                    due = self.wake.1.wait(due).expect("wake");
+                }
+                if *due == u64::MAX {
+                    return;
+                }
+            }
+            let target = self.appended.load(Ordering::Acquire);
+            match &self.log {
+                Log::File { file, buffer } => {
+                    let bytes = std::mem::take(&mut *buffer.lock().expect("buffer"));
+                    (&*file).write_all(&bytes).expect("write");
+                    file.sync_data().expect("fdatasync");
+                }
+                Log::Store(store) => store.sync().expect("sync"),
+            }
+            last = target;
+            self.synced.send_replace(target);
+        }
+    }
+
+    fn stop(&self) {
+        *self.wake.0.lock().expect("wake") = u64::MAX;
+        self.wake.1.notify_one();
+    }
+}
+
+/// The floor with durability and no engine (`floor_durable`, or `floor_store` through weft's
+/// store), shaped as `seq10` runs: each task invokes, appends a record of a `seq10` step's
+/// size and goes on (a sandboxed step may start while the transition that issued it is being
+/// synced, S100), and every tenth step, as a run's end, waits for the sync that covers it.
+async fn floor_durable(
+    name: &'static str,
+    dir: &std::path::Path,
+    settings: &Settings,
+) -> (usize, Figures) {
+    let in_flight = settings.in_flight.unwrap_or(64);
+    let bare = Bare::load(dir, settings).await;
+    let log = if name == "floor_store" {
+        Log::Store(SledStore::open(&dir.join("floor-store"), 64).expect("store"))
+    } else {
+        let file = std::fs::File::create(dir.join("floor-durable.log")).expect("log file");
+        Log::File {
+            file,
+            buffer: Mutex::new(Vec::new()),
+        }
+    };
+    let sync = Arc::new(GroupSync {
+        log,
+        appended: AtomicU64::new(0),
+        synced: tokio::sync::watch::Sender::new(0),
+        wake: (Mutex::new(0), Condvar::new()),
+    });
+    let syncing = {
+        let sync = sync.clone();
+        std::thread::spawn(move || sync.run())
+    };
+    let steps_of = |k: usize, n: usize| n / in_flight + usize::from(k < n % in_flight);
+    let invoke = |k: usize, n: usize| {
+        let (bare, sync) = (bare.clone(), sync.clone());
+        let mut synced = sync.synced.subscribe();
+        tokio::spawn(async move {
+            let run = format!("floor-{k}");
+            // The size of a `seq10` step's record in store format 8.
+            let mut record = vec![0x90; 117];
+            for seq in 1..=n as u64 {
+                bare.invoke().await;
+                record[..8].copy_from_slice(&seq.to_be_bytes());
+                let ticket = sync.append(&run, seq, &record);
+                // A run's end, every tenth step: answered once synced.
+                if seq % 10 == 0 || seq == n as u64 {
+                    synced.wait_for(|s| *s >= ticket).await.expect("syncing");
+                }
+            }
+        })
+    };
+    for t in [invoke(in_flight, 100), invoke(in_flight + 1, 100)] {
+        t.await.expect("warm-up");
+    }
+    let start = Instant::now();
+    let cpu = cpu_time();
+    let mut steps = 0u64;
+    match settings.runs {
+        Some(n) => {
+            let tasks: Vec<_> = (0..in_flight).map(|k| invoke(k, steps_of(k, n))).collect();
+            for t in tasks {
+                t.await.expect("floor task");
+            }
+            steps = n as u64;
+        }
+        None => {
+            while start.elapsed() < settings.min_time {
+                let tasks: Vec<_> = (0..in_flight).map(|k| invoke(k, 100)).collect();
+                for t in tasks {
+                    t.await.expect("floor task");
+                }
+                steps += in_flight as u64 * 100;
+            }
+        }
+    }
+    let figures = floor_figures(steps, start, cpu);
+    sync.stop();
+    syncing.join().expect("sync thread");
+    print(name, in_flight, settings, json!(null), &figures);
+    (in_flight, figures)
 }
 
 fn main() {
@@ -457,6 +647,13 @@ fn main() {
             };
             if picked("floor") {
                 add("floor", 64, floor(dir.path(), &settings).await);
+            }
+            for name in ["floor_durable", "floor_store"] {
+                // Not among the scenarios run by default: only when named.
+                if wanted.iter().any(|w| w == name) {
+                    let (in_flight, f) = floor_durable(name, dir.path(), &settings).await;
+                    add(name, in_flight, f);
+                }
             }
             for s in scenarios(&settings) {
                 if picked(s.name) {
