@@ -416,9 +416,37 @@ impl Bare {
     }
 }
 
-/// The figures of `steps` invocations that took from `start` (and `cpu`, the process's CPU
-/// then) until now.
-fn floor_figures(steps: u64, start: Instant, cpu: f64) -> Figures {
+/// Runs `in_flight` tasks at once, each `spawn(k, n)`'s `n` invocations: `settings`' fixed
+/// number in all, or batches of `batch` each until its timed window ends; their figures.
+async fn measure_floor(
+    settings: &Settings,
+    in_flight: usize,
+    batch: usize,
+    spawn: impl Fn(usize, usize) -> tokio::task::JoinHandle<()>,
+) -> Figures {
+    let start = Instant::now();
+    let cpu = cpu_time();
+    let mut steps = 0u64;
+    match settings.runs {
+        Some(n) => {
+            let tasks: Vec<_> = (0..in_flight)
+                .map(|k| spawn(k, n / in_flight + usize::from(k < n % in_flight)))
+                .collect();
+            for t in tasks {
+                t.await.expect("floor task");
+            }
+            steps = n as u64;
+        }
+        None => {
+            while start.elapsed() < settings.min_time {
+                let tasks: Vec<_> = (0..in_flight).map(|k| spawn(k, batch)).collect();
+                for t in tasks {
+                    t.await.expect("floor task");
+                }
+                steps += (in_flight * batch) as u64;
+            }
+        }
+    }
     Figures {
         runs: steps,
         steps,
@@ -431,7 +459,7 @@ fn floor_figures(steps: u64, start: Instant, cpu: f64) -> Figures {
 
 async fn floor(dir: &std::path::Path, settings: &Settings) -> Figures {
     let bare = Bare::load(dir, settings).await;
-    let invoke = |n: usize| {
+    let invoke = |_: usize, n: usize| {
         let bare = bare.clone();
         tokio::spawn(async move {
             for _ in 0..n {
@@ -439,33 +467,10 @@ async fn floor(dir: &std::path::Path, settings: &Settings) -> Figures {
             }
         })
     };
-    for t in [invoke(200), invoke(200)] {
+    for t in [invoke(0, 200), invoke(1, 200)] {
         t.await.expect("warm-up");
     }
-    let start = Instant::now();
-    let cpu = cpu_time();
-    let mut steps = 0u64;
-    match settings.runs {
-        Some(n) => {
-            let tasks: Vec<_> = (0..64)
-                .map(|k| invoke(n / 64 + usize::from(k < n % 64)))
-                .collect();
-            for t in tasks {
-                t.await.expect("floor task");
-            }
-            steps = n as u64;
-        }
-        None => {
-            while start.elapsed() < settings.min_time {
-                let tasks: Vec<_> = (0..64).map(|_| invoke(50)).collect();
-                for t in tasks {
-                    t.await.expect("floor task");
-                }
-                steps += 64 * 50;
-            }
-        }
-    }
-    let figures = floor_figures(steps, start, cpu);
+    let figures = measure_floor(settings, 64, 50, invoke).await;
     print("floor", 64, settings, json!(null), &figures);
     figures
 }
@@ -570,7 +575,6 @@ async fn floor_durable(
         let sync = sync.clone();
         std::thread::spawn(move || sync.run())
     };
-    let steps_of = |k: usize, n: usize| n / in_flight + usize::from(k < n % in_flight);
     let invoke = |k: usize, n: usize| {
         let (bare, sync) = (bare.clone(), sync.clone());
         let mut synced = sync.synced.subscribe();
@@ -592,28 +596,7 @@ async fn floor_durable(
     for t in [invoke(in_flight, 100), invoke(in_flight + 1, 100)] {
         t.await.expect("warm-up");
     }
-    let start = Instant::now();
-    let cpu = cpu_time();
-    let mut steps = 0u64;
-    match settings.runs {
-        Some(n) => {
-            let tasks: Vec<_> = (0..in_flight).map(|k| invoke(k, steps_of(k, n))).collect();
-            for t in tasks {
-                t.await.expect("floor task");
-            }
-            steps = n as u64;
-        }
-        None => {
-            while start.elapsed() < settings.min_time {
-                let tasks: Vec<_> = (0..in_flight).map(|k| invoke(k, 100)).collect();
-                for t in tasks {
-                    t.await.expect("floor task");
-                }
-                steps += in_flight as u64 * 100;
-            }
-        }
-    }
-    let figures = floor_figures(steps, start, cpu);
+    let figures = measure_floor(settings, in_flight, 100, invoke).await;
     sync.stop();
     syncing.join().expect("sync thread");
     print(name, in_flight, settings, json!(null), &figures);
