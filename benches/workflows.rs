@@ -34,7 +34,6 @@
 //!   `perf stat` or a profiler to compare two builds on.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -490,9 +489,9 @@ enum Log {
 /// record appended before it began, as the engine's group commit does.
 struct GroupSync {
     log: Log,
-    appended: AtomicU64,
     synced: tokio::sync::watch::Sender<u64>,
-    /// The highest ticket handed out, or `u64::MAX` when the thread should stop.
+    /// The records appended so far (the last ticket handed out), or `u64::MAX` once the
+    /// thread should stop.
     wake: (Mutex<u64>, Condvar),
 }
 
@@ -504,28 +503,26 @@ impl GroupSync {
             Log::File { buffer, .. } => buffer.lock().expect("buffer").extend_from_slice(record),
             Log::Store(store) => store.append(run, (seq, 0), record).expect("append"),
         }
-        let ticket = self.appended.fetch_add(1, Ordering::AcqRel) + 1;
-        let mut due = self.wake.0.lock().expect("wake");
-        // Tickets may arrive out of order: the highest is due.
-        *due = (*due).max(ticket);
+        let mut appended = self.wake.0.lock().expect("wake");
+        *appended += 1;
         self.wake.1.notify_one();
-        ticket
+        *appended
     }
 
     /// Syncs until told to stop.
     fn run(&self) {
         let mut last = 0;
         loop {
-            {
-                let mut due = self.wake.0.lock().expect("wake");
-                while *due <= last {
-                    due = self.wake.1.wait(due).expect("wake");
+            let target = {
+                let mut appended = self.wake.0.lock().expect("wake");
+                while *appended == last {
+                    appended = self.wake.1.wait(appended).expect("wake");
                 }
-                if *due == u64::MAX {
+                if *appended == u64::MAX {
                     return;
                 }
-            }
-            let target = self.appended.load(Ordering::Acquire);
+                *appended
+            };
             match &self.log {
                 Log::File { file, buffer } => {
                     let bytes = std::mem::take(&mut *buffer.lock().expect("buffer"));
@@ -567,7 +564,6 @@ async fn floor_durable(
     };
     let sync = Arc::new(GroupSync {
         log,
-        appended: AtomicU64::new(0),
         synced: tokio::sync::watch::Sender::new(0),
         wake: (Mutex::new(0), Condvar::new()),
     });
