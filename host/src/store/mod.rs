@@ -4,24 +4,18 @@
 //! Values are opaque bytes (JSON) here, so a backend never needs to understand the engine's
 //! types.
 
-mod blobs;
-mod chunk;
 mod json;
-mod keys;
-mod pending;
 #[cfg(feature = "postgres")]
 mod postgres;
-mod quiet_panic;
-mod sled_store;
-mod values;
-mod wal;
+mod sled;
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
+pub use self::sled::{STORE_FORMAT, SledStore};
 pub use json::from_stored;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgStore, is_postgres};
-pub use sled_store::{STORE_FORMAT, SledStore};
 
 use crate::engine::RunStatus;
 
@@ -115,7 +109,7 @@ pub struct Definition {
 impl Definition {
     /// The definition of serialized graph `bytes`.
     pub fn new(bytes: Vec<u8>) -> Self {
-        let digest = blobs::sha256_hex(&bytes);
+        let digest = sha256_hex(&bytes);
         Definition { bytes, digest }
     }
 
@@ -128,6 +122,11 @@ impl Definition {
     pub fn digest(&self) -> &str {
         &self.digest
     }
+}
+
+/// The hex sha256 of `bytes`: the name of their blob.
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// A new run and everything stored with it (S10).

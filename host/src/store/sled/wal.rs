@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// The bytes before an entry's payload: its length and its CRC.
 const HEADER: usize = 8;

@@ -1,6 +1,6 @@
 //! Values kept beside sled's tree rather than in it: `<home>/values/<number>.values`.
 //!
-//! A checkpoint appends the chunks of records it moves out of the log (`store::chunk`) to the
+//! A checkpoint appends the chunks of records it moves out of the log (`chunk`) to the
 //! current values file, makes them durable, and inserts into sled only where each one lies: a
 //! ref, `REF | file: u32 BE | offset: u64 BE | len: u32 BE`. sled 0.34 copies a leaf whole at
 //! every insert and writes it out whole when it splits or flushes it, so the cost of its inserts
@@ -21,8 +21,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::StoreError;
 use super::wal::{io_error, sync_dir};
+use crate::store::StoreError;
 
 /// The first byte of a ref.
 const REF: u8 = 0x02;

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::StoreError;
 use super::wal;
+use crate::store::StoreError;
 
 /// The most room a new buffer of unwritten log entries starts with: one sync that carried a
 /// very large value does not make every later buffer as large.

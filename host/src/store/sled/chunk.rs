@@ -8,9 +8,9 @@
 //! does a run's first value kept among its records (`keys::first`: it starts with a digest's
 //! length, 64, as a u32 BE).
 //! Since format 6 a chunk (or a record alone) of `values::INLINE_BELOW` bytes or more is kept in
-//! a values file, sled holding its ref (`store::values`).
+//! a values file, sled holding its ref (`values`).
 
-use super::RecordKey;
+use crate::store::RecordKey;
 
 /// The first byte of a chunk.
 const CHUNK: u8 = 0x01;

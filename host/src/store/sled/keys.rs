@@ -4,7 +4,7 @@
 //! NUL, say) can make one run's key land among another run's: a run's keys are exactly those
 //! that start with its prefix, whatever the ids, even ones that [`crate::run_id`] would refuse.
 
-use super::RecordKey;
+use crate::store::RecordKey;
 
 /// The latest snapshot of a run.
 pub const SNAPSHOT: u8 = b's';

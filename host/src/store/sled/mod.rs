@@ -10,6 +10,14 @@
 //! then retires the old segment (kept as the spare the next one is made from, or removed).
 //! Opening replays whatever segments a process left.
 
+mod blobs;
+mod chunk;
+mod keys;
+mod pending;
+mod quiet_panic;
+mod values;
+mod wal;
+
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,17 +26,17 @@ use std::time::Duration;
 
 use sled::{Db, Tree};
 
-use super::blobs::Blobs;
-use super::json::from_stored;
-use super::keys::{
-    self, BASE, DEFINITION, FIRST, FIRST_AT, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key,
+use crate::store::json::from_stored;
+use crate::store::{NewRun, RecordKey, RunSummary, Store, StoreError};
+use blobs::Blobs;
+use keys::{
+    BASE, DEFINITION, FIRST, FIRST_AT, RECORD, SNAPSHOT, SUMMARY, key, parse_record_key,
     record_key, split_record_key,
 };
-use super::pending::{Pending, Table};
-use super::quiet_panic::quietly;
-use super::values::{self, Values};
-use super::wal::{self, Segment};
-use super::{NewRun, RecordKey, RunSummary, Store, StoreError, chunk};
+use pending::{Pending, Table};
+use quiet_panic::quietly;
+use values::Values;
+use wal::Segment;
 
 /// Runs in a sled database behind a write-ahead log, their components and definitions in blob
 /// files. One process may open it at a time.
@@ -231,12 +239,12 @@ fn is_lock_held(io: &std::io::Error) -> bool {
 const FORMAT_KEY: &[u8] = b"weft-store-format";
 
 /// The format of the record tree this build writes. Format 1 (no marker) put the id
-/// unprefixed in keys; format 2 length-prefixes it (`store::keys`); format 3 may store several
-/// records of a run as one chunk (`store::chunk`); format 4 puts a new run's definition digest
+/// unprefixed in keys; format 2 length-prefixes it (`keys`); format 3 may store several
+/// records of a run as one chunk (`chunk`); format 4 puts a new run's definition digest
 /// and first state in one value (`keys::FIRST`), one write fewer per run; format 5 stores that
 /// value as the run's record at `keys::FIRST_AT`, so a checkpoint writes it in the run's first
 /// chunk, one write fewer again; format 6 keeps chunks in the home's values files with only
-/// their refs in sled (`store::values`); format 7 writes records as MessagePack rather than
+/// their refs in sled (`values`); format 7 writes records as MessagePack rather than
 /// JSON (`driver::record`); format 8 writes a record's tracking events as arrays of their
 /// members, without the run's id and with their instant once, and a plain step end as a short
 /// array (`driver::record`). Runs written before are read where their format put them, and

@@ -11,9 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use sha2::{Digest, Sha256};
-
-use super::StoreError;
+use crate::store::StoreError;
 
 /// The blob files of one home.
 pub struct Blobs {
@@ -21,11 +19,6 @@ pub struct Blobs {
     /// Digests this process stored or found stored: every run start names its definition's and
     /// its plugins' blobs, and looking for their files each time cost two `statx` per run.
     known: Mutex<HashSet<String>>,
-}
-
-/// The hex sha256 of `bytes`: the name of their blob.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -130,6 +123,7 @@ impl Blobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sha256_hex;
 
     #[test]
     fn a_blob_is_stored_once_and_read_back() {
