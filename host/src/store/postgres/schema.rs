@@ -16,6 +16,10 @@
 //! - `requests`: a resume or cancel that one process hands to the process driving the run, with
 //!   its answer.
 
+use super::PgStore;
+use super::connect::Fail;
+use crate::store::StoreError;
+
 /// The schema version this weft writes and reads: 2 since records are MessagePack (JSON
 /// before, still read), which a weft that knows only version 1 could not read; 3 since a
 /// record's tracking events are arrays of their members and a plain step end a short array
@@ -92,6 +96,86 @@ pub fn migrations_from(from: i32, schema: &str) -> Vec<String> {
         .skip(usize::try_from(from).unwrap_or(0))
         .map(|m| m.replace("{s}", schema))
         .collect()
+}
+
+impl PgStore {
+    /// Creates the schema when missing and applies the migrations it lacks. A schema at this
+    /// weft's version is used as it is, so a role that may not create schemas (`CREATE` on the
+    /// database) can use one made for it.
+    pub(super) fn migrate(&self) -> Result<(), StoreError> {
+        let sql = self.sql.clone();
+        let name = self.url.schema.clone();
+        let current = self.call("read the schema's version", |c| {
+            let sql = &sql;
+            async move {
+                let read = c
+                    .query_opt(
+                        &sql.q("SELECT value FROM {s}.meta WHERE key = 'version'"),
+                        &[],
+                    )
+                    .await;
+                match read {
+                    Ok(row) => Ok(row.and_then(|r| r.get::<_, String>(0).parse::<i32>().ok())),
+                    // No schema or no table yet: made below.
+                    Err(e)
+                        if e.code().is_some_and(|c| {
+                            *c == tokio_postgres::error::SqlState::UNDEFINED_TABLE
+                                || *c == tokio_postgres::error::SqlState::INVALID_SCHEMA_NAME
+                        }) =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+        })?;
+        if current == Some(VERSION) {
+            return Ok(());
+        }
+        self.call("create the schema", |mut c| {
+            let sql = sql.clone();
+            let name = name.clone();
+            async move {
+                let tx = c.transaction().await?;
+                // One migrating process at a time, per schema.
+                tx.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext('weft schema ' || $1))",
+                    &[&name],
+                )
+                .await?;
+                tx.batch_execute(&sql.q(
+                    "CREATE SCHEMA IF NOT EXISTS {s}; \
+                     CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value text NOT NULL)",
+                ))
+                .await?;
+                let found: i32 = tx
+                    .query_opt(&sql.q("SELECT value FROM {s}.meta WHERE key = 'version'"), &[])
+                    .await?
+                    .map(|row| row.get::<_, String>(0).parse().unwrap_or(i32::MAX))
+                    .unwrap_or(0);
+                if found > VERSION {
+                    return Err(Fail::Final(StoreError::Format {
+                        dir: format!("PostgreSQL schema {name}"),
+                        found: u32::try_from(found).unwrap_or(u32::MAX),
+                        expected: VERSION as u32,
+                    }));
+                }
+                for step in migrations_from(found, &sql.schema) {
+                    tx.batch_execute(&step).await?;
+                }
+                tx.execute(
+                    &sql.q(
+                        "INSERT INTO {s}.meta (key, value) VALUES ('version', $1) \
+                         ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    ),
+                    &[&VERSION.to_string()],
+                )
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+        })
+    }
 }
 
 #[cfg(test)]
