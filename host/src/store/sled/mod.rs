@@ -76,7 +76,7 @@ struct Shared {
     wake: Wake,
     /// Held through a checkpoint: two at once could write a frozen table into sled after the
     /// newer one that followed it. It holds the buffer a checkpoint gathers its chunks in, kept
-    /// for the next one (up to [`checkpoint::KEPT_CHUNK_BUFFER`] bytes), so that each
+    /// for the next one (up to `checkpoint::KEPT_CHUNK_BUFFER` bytes), so that each
     /// checkpoint does not fault in megabytes of fresh pages again.
     checkpointing: Mutex<Vec<u8>>,
     /// Bytes that may still be written before [`Shared::room`] looks at the disk again.
