@@ -15,14 +15,19 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 
+use super::error::encode_failed;
 use super::executors::RunExecutors;
 use super::limits;
 use super::live_events::LiveEvents;
+use super::live_run::Progress;
 use super::new_events::{NewEvent, NewEvents};
 use super::record::{self, SnapshotOut};
+use super::runtime::summary;
+use super::starting::Creating;
 use super::unpublished::{Durable, Unpublished};
 use super::unrecoverable::panic_message;
-use super::{Progress, RunRecord, Runtime, RuntimeError, summary};
+use super::watch::stored_events;
+use super::{RunRecord, Runtime, RuntimeError};
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{
     self, Command, Event, EventKind, Graph, Invoke, KeyHasher, ResumeRequest, RunState, RunStatus,
@@ -49,7 +54,7 @@ pub enum Msg {
         /// (with a `waiter`: once that transition is stored).
         reply: oneshot::Sender<Result<(), RuntimeError>>,
         /// Keeps the run out of listings until its creation is durable.
-        creating: super::Creating,
+        creating: Creating,
         /// Answered as [`Msg::Wait`] is, after the start (one message: nothing can come
         /// between them).
         waiter: Option<Waiter>,
@@ -168,7 +173,7 @@ pub struct Actor {
     /// Keeps a new run out of listings until a sync covers its creation ([`Msg::Start`]):
     /// dropped at the actor's first sync, which covers the creation logged before anything
     /// the actor stored.
-    creating: Option<super::Creating>,
+    creating: Option<Creating>,
 }
 
 /// The most room a record's buffer starts with: a record that carried a very large output
@@ -715,7 +720,7 @@ impl Actor {
         );
         self.at.next_sub += 1;
         record::end_record(&mut bytes, &stored.written())
-            .map_err(|e| super::encode_failed(&self.state.run_id, e))?;
+            .map_err(|e| encode_failed(&self.state.run_id, e))?;
         self.record_len = bytes.len();
         let rt = &self.rt;
         let min = rt.inner.config.snapshot_min_bytes;
@@ -727,7 +732,7 @@ impl Actor {
                     covers: at,
                     state: &self.state,
                 })
-                .map_err(|e| super::encode_failed(&self.state.run_id, e))?,
+                .map_err(|e| encode_failed(&self.state.run_id, e))?,
             )
         } else {
             None
@@ -979,7 +984,7 @@ impl Actor {
     fn publish(&self, durable: Durable) {
         let (store, run) = (&*self.rt.inner.store, &self.state.run_id);
         durable.publish(&self.events, |from, through| {
-            super::stored_events(store, run, from, Some(through))
+            stored_events(store, run, from, Some(through))
         });
     }
 
@@ -989,7 +994,7 @@ impl Actor {
         let room = self.record_len.min(RECORD_ROOM);
         let mut bytes = Vec::with_capacity(room + room / 4);
         record::begin_record(&mut bytes, event)
-            .map_err(|e| super::encode_failed(&self.state.run_id, e))?;
+            .map_err(|e| encode_failed(&self.state.run_id, e))?;
         Ok(bytes)
     }
 

@@ -20,8 +20,8 @@ use crate::native::{NATIVE_PLUGIN, NativeSteps};
 use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox};
 use crate::store::{Store, StoreError};
 
+use super::runtime::{Inner, lock};
 use super::workflow_tools::WorkflowTool;
-use super::{Inner, lock};
 
 /// Why no executor was found for a step; the step fails with `plugin-unavailable`.
 #[derive(Debug, thiserror::Error)]
