@@ -8,7 +8,7 @@ use super::{Runtime, RuntimeError, checked};
 use crate::engine::{self, Graph, RunState};
 use crate::store::{RecordKey, Store};
 
-use super::record::RecordIn;
+use super::codec::RecordIn;
 
 impl Runtime {
     /// The run's latest state: its snapshot, with the log events after it folded in again.

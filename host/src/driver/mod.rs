@@ -11,12 +11,13 @@
 //! `watch` (a run's events, stored then live), `recovery` (runs no process drives), `load` (a
 //! run read back from the store), `live_run` (the runs with an actor here), `shared` (a store
 //! many processes share) and `error` ([`RuntimeError`]). The actor is `actor`; `record` is what
-//! readers see of a run.
+//! readers see of a run, `codec` how the store holds it.
 
 mod actor;
 mod asking;
 mod checked;
 mod clock;
+mod codec;
 mod config;
 mod error;
 mod executors;

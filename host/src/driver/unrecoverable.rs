@@ -4,9 +4,9 @@
 
 use serde_json::json;
 
+use super::codec::{self, SnapshotOut};
 use super::error::encode_failed;
 use super::new_events::{NewEvent, NewEvents};
-use super::record::{self, SnapshotOut};
 use super::runtime::summary;
 use super::{Runtime, RuntimeError};
 use crate::engine::{self, ErrorInfo, EventKind, RunState, RunStatus, Tracking};
@@ -117,8 +117,8 @@ impl Runtime {
                     }],
                 };
                 let mut record = Vec::new();
-                record::begin_record(&mut record, None)
-                    .and_then(|()| record::end_record(&mut record, &events.written()))
+                codec::begin_record(&mut record, None)
+                    .and_then(|()| codec::end_record(&mut record, &events.written()))
                     .map_err(|e| encode_failed(run_id, e))?;
                 let snapshot = serde_json::to_vec(&SnapshotOut {
                     covers: at,

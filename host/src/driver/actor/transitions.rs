@@ -7,10 +7,10 @@ use serde_json::json;
 
 use super::{Actor, settled};
 use crate::driver::RuntimeError;
+use crate::driver::codec::{self, SnapshotOut};
 use crate::driver::error::encode_failed;
 use crate::driver::limits;
 use crate::driver::new_events::{NewEvent, NewEvents};
-use crate::driver::record::{self, SnapshotOut};
 use crate::driver::runtime::summary;
 use crate::engine::{self, Command, Event, EventKind, Tracking};
 use crate::limits::LimitError;
@@ -241,13 +241,12 @@ impl Actor {
         Ok(())
     }
 
-    /// A new record holding `event` ([`record::begin_record`]), with room for about as much as
+    /// A new record holding `event` ([`codec::begin_record`]), with room for about as much as
     /// the last one held.
     fn begin_record(&self, event: Option<&Event>) -> Result<Vec<u8>, RuntimeError> {
         let room = self.record_len.min(RECORD_ROOM);
         let mut bytes = Vec::with_capacity(room + room / 4);
-        record::begin_record(&mut bytes, event)
-            .map_err(|e| encode_failed(&self.state.run_id, e))?;
+        codec::begin_record(&mut bytes, event).map_err(|e| encode_failed(&self.state.run_id, e))?;
         Ok(bytes)
     }
 
@@ -274,7 +273,7 @@ impl Actor {
             self.at.next_sub,
         );
         self.at.next_sub += 1;
-        record::end_record(&mut bytes, &stored.written())
+        codec::end_record(&mut bytes, &stored.written())
             .map_err(|e| encode_failed(&self.state.run_id, e))?;
         self.record_len = bytes.len();
         let rt = &self.rt;
