@@ -15,7 +15,7 @@ pub enum RuntimeError {
     /// No run has this id.
     #[error("no run with id {0}")]
     UnknownRun(String),
-    /// A value is over a limit of [`RuntimeConfig`].
+    /// A value is over a limit of [`RuntimeConfig`](super::RuntimeConfig).
     #[error(transparent)]
     Limit(#[from] LimitError),
     /// The run id breaks the rule of [`crate::run_id`].
