@@ -20,8 +20,7 @@ use crate::driver::metrics;
 use crate::driver::unrecoverable::panic_message;
 use crate::engine::invocation::{InvocationResult, StepFailure};
 use crate::engine::{Command, Event, Invoke, StepsView};
-use crate::executor::StepRequest;
-use crate::plugin::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess};
+use crate::executor::{AbortHandle, EventSink, GuestEvent, Invocation, RunAccess, StepRequest};
 
 /// Where an invocation's guest events belong.
 pub(super) struct InFlight {

@@ -29,7 +29,7 @@ use super::unpublished::Unpublished;
 use super::unrecoverable::panic_message;
 use super::{RunRecord, Runtime, RuntimeError};
 use crate::engine::{self, Event, Graph, KeyHasher, ResumeRequest, RunState, RunStatus};
-use crate::plugin::GuestEvent;
+use crate::executor::GuestEvent;
 
 use invoke::{InFlight, Local, Working};
 use spans::run_span;

@@ -13,8 +13,8 @@ use crate::driver::limits;
 use crate::driver::new_events::{NewEvent, NewEvents};
 use crate::driver::runtime::summary;
 use crate::engine::{self, Command, Event, EventKind, Tracking};
+use crate::executor::GuestEvent;
 use crate::limits::LimitError;
-use crate::plugin::GuestEvent;
 use crate::store::StoreError;
 
 /// When staged transitions may take effect before their sync ([`Actor::commit`]).
