@@ -138,6 +138,10 @@ pub struct Actor {
     creating: Option<Creating>,
 }
 
+/// The most room a record's buffer starts with: a record that carried a very large output
+/// does not make the next ones start as large.
+const RECORD_ROOM: usize = 64 << 10;
+
 /// Where a run's stored records stand when an actor takes the run up: the key its next record
 /// gets, and how far its records are past its last snapshot.
 #[derive(Clone, Copy, Debug)]

@@ -76,9 +76,9 @@ impl Actor {
     /// see them after it), or without [`RuntimeConfig::background_sync_after`]; else once the
     /// first of them has waited that long ([`Actor::next_msg`] starts it then). Sooner when
     /// something waits on them (an effect outside weft, a settled status, an answer, a
-    /// `show`) or a watcher subscribes ([`Msg::Watched`]).
+    /// `show`) or a watcher subscribes ([`Msg::Watched`](super::Msg::Watched)).
     ///
-    /// [`RuntimeConfig::background_sync_after`]: super::RuntimeConfig::background_sync_after
+    /// [`RuntimeConfig::background_sync_after`]: crate::driver::RuntimeConfig::background_sync_after
     pub(super) fn sync_due(&mut self) -> bool {
         if self.syncing.is_some() {
             return false;

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::{Actor, settled};
+use super::{Actor, RECORD_ROOM, settled};
 use crate::driver::RuntimeError;
 use crate::driver::codec::{self, SnapshotOut};
 use crate::driver::error::encode_failed;
@@ -27,7 +27,7 @@ pub(super) enum Defer {
     /// their sync, and no change of the run's status.
     Unseen,
     /// As [`Defer::Unseen`], and also after a change to a status that is not settled: the only
-    /// caller waits for the run to settle ([`Msg::ResumeWait`], [`Msg::Start`] with a waiter),
+    /// caller waits for the run to settle ([`Msg::ResumeWait`](super::Msg::ResumeWait), [`Msg::Start`](super::Msg::Start) with a waiter),
     /// and is answered after a sync that covers these. The status is published once a sync
     /// does.
     UntilSettled,
@@ -40,10 +40,6 @@ pub(super) struct Staged {
     /// The run's status changed: waiters are told, once it is durable.
     status_changed: bool,
 }
-
-/// The most room a record's buffer starts with: a record that carried a very large output
-/// does not make the next ones start as large.
-const RECORD_ROOM: usize = 64 << 10;
 
 impl Actor {
     /// One transition: advance, store (S100), publish, then carry out the commands.
@@ -174,7 +170,7 @@ impl Actor {
     /// Makes the staged transitions take effect once they are durable: publishes their events
     /// and the run's status, and carries out their commands in order.
     ///
-    /// Invocations that can change nothing outside weft ([`RunExecutors::contained`]) start at
+    /// Invocations that can change nothing outside weft ([`RunExecutors::contained`](crate::driver::executors::RunExecutors::contained)) start at
     /// once instead, so that they run while the disk syncs; their guest events and their ends
     /// come to the actor as messages, stored after the transitions that issued them. When
     /// nothing else waits on the transitions (as `defer` says: no other command, no change of
