@@ -19,10 +19,8 @@ use serde_json::{Value, json};
 use weft::driver::{Runtime, RuntimeConfig};
 use weft::engine::RunStatus;
 use weft::engine::invocation::StepCall;
-use weft::plugin::{
-    AbortHandle, DiscardEvents, EventLog, HostConfig, Invocation, NoRun, Plugin, PluginHost,
-    Sandbox,
-};
+use weft::executor::{AbortHandle, DiscardEvents, EventLog, Invocation, NoRun};
+use weft::plugin::{HostConfig, Plugin, PluginHost, Sandbox};
 
 /// The allocator the `weft` binary uses.
 #[global_allocator]

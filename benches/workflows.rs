@@ -41,7 +41,8 @@ use serde_json::{Value, json};
 use weft::driver::{Runtime, RuntimeConfig};
 use weft::engine::invocation::StepCall;
 use weft::engine::{ResumeRequest, RunStatus};
-use weft::plugin::{DiscardEvents, HostConfig, Invocation, NoRun, Plugin, PluginHost, Sandbox};
+use weft::executor::{DiscardEvents, Invocation, NoRun};
+use weft::plugin::{HostConfig, Plugin, PluginHost, Sandbox};
 use weft::store::{SledStore, Store};
 use weft::workflow::LoadedWorkflow;
 

@@ -14,8 +14,10 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::engine::invocation::{InvocationResult, StepCall, StepFailure, StepOutcome};
-use crate::executor::{StepExecutor, StepRequest, until_aborted};
-use crate::plugin::{AbortHandle, EventSink, GuestEvent, LogLevel, RunAccess, StepInfo};
+use crate::executor::{
+    AbortHandle, EventSink, GuestEvent, LogLevel, RunAccess, StepExecutor, StepInfo, StepRequest,
+    until_aborted,
+};
 
 /// The plugin key native steps use in a graph: what a stored graph says of a step that an
 /// executor registered by name runs.

@@ -9,10 +9,8 @@ use sha2::{Digest as _, Sha256};
 use weft::cli::{Cmd, EXIT_OK, EXIT_USAGE, Output, PluginCmd};
 use weft::engine::RunStatus;
 use weft::engine::invocation::{StepCall, StepOutcome};
-use weft::plugin::{
-    DiscardEvents, HostConfig, Invocation, NoRun, Plugin, PluginError, PluginHost, PoolConfig,
-    Sandbox, ToolCall,
-};
+use weft::executor::{DiscardEvents, Invocation, NoRun};
+use weft::plugin::{HostConfig, Plugin, PluginError, PluginHost, PoolConfig, Sandbox, ToolCall};
 
 use crate::common::Env;
 

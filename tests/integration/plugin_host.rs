@@ -10,9 +10,8 @@ use sha2::{Digest as _, Sha256};
 use weft::driver::RunRecord;
 use weft::engine::invocation::{StepCall, StepOutcome};
 use weft::engine::{EventKind, RunStatus};
-use weft::plugin::{
-    DiscardEvents, HostConfig, Invocation, NoRun, Plugin, PluginHost, PoolConfig, Sandbox,
-};
+use weft::executor::{DiscardEvents, Invocation, NoRun};
+use weft::plugin::{HostConfig, Plugin, PluginHost, PoolConfig, Sandbox};
 
 use crate::common::Env;
 

@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use weft::driver::Runtime;
 use weft::engine::RunStatus;
 use weft::engine::invocation::{InvocationResult, StepOutcome};
-use weft::executor::{StepExecutor, StepRequest};
+use weft::executor::{GuestEvent, StepExecutor, StepInfo, StepRequest};
 use weft::native::{NativeCall, NativeStep};
-use weft::plugin::{GuestEvent, PluginError, PluginHost, StepInfo};
+use weft::plugin::{PluginError, PluginHost};
 
 use crate::common::{Env, config, config_for, plugin_paths};
 use crate::rules::{find, settle};

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::RuntimeError;
-use super::record::{RecordIn, SnapshotIn};
+use super::codec::{RecordIn, SnapshotIn};
 use crate::engine::model::{EntryId, EntryKind, FileId};
 use crate::engine::{
     GRAPH_FORMAT, Graph, Item, ListRef, Node, NodeKind, RunState, STATE_FORMAT, Seq,
@@ -40,7 +40,7 @@ pub fn snapshot(run: &str, bytes: &[u8], graph: &Graph) -> Result<SnapshotIn, Ru
 
 /// One stored record of the run.
 pub fn record(run: &str, bytes: &[u8]) -> Result<RecordIn, RuntimeError> {
-    super::record::read_record(bytes, run).map_err(|e| corrupt(run, "record", e))
+    super::codec::read_record(bytes, run).map_err(|e| corrupt(run, "record", e))
 }
 
 /// The format member of a stored graph or state, read on its own.

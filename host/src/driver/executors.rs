@@ -14,14 +14,14 @@ use serde::Deserialize;
 
 use crate::engine::model::{MODEL_PLUGIN, PluginRef, WORKFLOW_TOOL_PLUGIN};
 use crate::engine::{Graph, KeyHasher};
-use crate::executor::{PluginStep, StepExecutor};
+use crate::executor::StepExecutor;
 use crate::models::ModelStep;
 use crate::native::{NATIVE_PLUGIN, NativeSteps};
-use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox};
+use crate::plugin::{Plugin, PluginError, PluginHost, PluginStep, Sandbox};
 use crate::store::{Store, StoreError};
 
+use super::runtime::{Inner, lock};
 use super::workflow_tools::WorkflowTool;
-use super::{Inner, lock};
 
 /// Why no executor was found for a step; the step fails with `plugin-unavailable`.
 #[derive(Debug, thiserror::Error)]
@@ -238,8 +238,8 @@ mod tests {
     use super::*;
     use crate::engine::GRAPH_FORMAT;
     use crate::engine::invocation::{InvocationResult, StepOutcome};
-    use crate::executor::StepRequest;
-    use crate::plugin::{HostConfig, PoolConfig, StepInfo};
+    use crate::executor::{StepInfo, StepRequest};
+    use crate::plugin::{HostConfig, PoolConfig};
     use crate::store::SledStore;
 
     /// An executor that answers `null`.

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{RuntimeError, checked, lock};
+use super::runtime::lock;
+use super::{RuntimeError, checked};
 use crate::engine::Graph;
 use crate::store::Definition;
 

@@ -48,7 +48,7 @@ impl NewEvents {
             .collect()
     }
 
-    /// The events as their record holds them ([`super::record::end_record`]).
+    /// The events as their record holds them ([`super::codec::end_record`]).
     pub fn written(&self) -> Written<'_> {
         Written { batch: self }
     }

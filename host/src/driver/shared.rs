@@ -17,7 +17,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, oneshot};
 
-use super::{Inner, Msg, Recovery, Runtime, RuntimeError, lock};
+use super::actor::Msg;
+use super::error::encode_failed;
+use super::runtime::{Inner, lock};
+use super::{Recovery, Runtime, RuntimeError};
 use crate::engine::{Refusal, ResumeRequest, RunStatus, schema::Violation};
 use crate::store::{Notice, SharedStore, Store, StoreError};
 
@@ -151,7 +154,7 @@ impl Runtime {
         let Some(shared) = self.shared() else {
             return Ok(None);
         };
-        let body = serde_json::to_string(ask).map_err(|e| super::encode_failed(run_id, e))?;
+        let body = serde_json::to_string(ask).map_err(|e| encode_failed(run_id, e))?;
         // Subscribed first: the answer's notice cannot come before.
         let mut notices = shared.notices();
         let id = shared.send_request(run_id, worker, &body)?;

@@ -4,9 +4,11 @@
 
 use serde_json::json;
 
+use super::codec::{self, SnapshotOut};
+use super::error::encode_failed;
 use super::new_events::{NewEvent, NewEvents};
-use super::record::{self, SnapshotOut};
-use super::{Runtime, RuntimeError, summary};
+use super::runtime::summary;
+use super::{Runtime, RuntimeError};
 use crate::engine::{self, ErrorInfo, EventKind, RunState, RunStatus, Tracking};
 use crate::store::{RecordKey, StoreError};
 
@@ -115,14 +117,14 @@ impl Runtime {
                     }],
                 };
                 let mut record = Vec::new();
-                record::begin_record(&mut record, None)
-                    .and_then(|()| record::end_record(&mut record, &events.written()))
-                    .map_err(|e| super::encode_failed(run_id, e))?;
+                codec::begin_record(&mut record, None)
+                    .and_then(|()| codec::end_record(&mut record, &events.written()))
+                    .map_err(|e| encode_failed(run_id, e))?;
                 let snapshot = serde_json::to_vec(&SnapshotOut {
                     covers: at,
                     state: &state,
                 })
-                .map_err(|e| super::encode_failed(run_id, e))?;
+                .map_err(|e| encode_failed(run_id, e))?;
                 store.append(run_id, at, &record).map_err(failed)?;
                 store.put_snapshot(run_id, &snapshot).map_err(failed)?;
                 store.put_summary(&summary(&state)).map_err(failed)?;

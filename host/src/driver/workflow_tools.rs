@@ -19,7 +19,9 @@ use crate::executor::{StepExecutor, StepRequest, until_aborted};
 use crate::run_id::MAX_RUN_ID_LEN;
 use crate::store::{Definition, StoreError};
 
-use super::{Inner, Runtime, RuntimeError};
+use super::runtime::Inner;
+use super::starting::{Launch, NewId};
+use super::{Runtime, RuntimeError};
 
 /// Runs one workflow of a graph's `workflow_tools` as child runs.
 pub(super) struct WorkflowTool {
@@ -63,11 +65,11 @@ impl WorkflowTool {
                 Value::clone(&request.call.input),
                 // Each call's child has an id of its own, made from the call: a call issued
                 // again finds its child stored (S125).
-                super::NewId {
+                NewId {
                     run_id: child.clone(),
                     fresh: false,
                 },
-                super::Launch::Drive,
+                Launch::Drive,
             )
             .await
         {

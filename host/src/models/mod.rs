@@ -25,8 +25,7 @@ use serde_json::{Value, json};
 
 use crate::engine::invocation::{InvocationResult, StepFailure, StepOutcome};
 use crate::engine::model::{ModelApi, ModelDef};
-use crate::executor::{StepExecutor, StepRequest, until_aborted};
-use crate::plugin::{EventSink, GuestEvent};
+use crate::executor::{EventSink, GuestEvent, StepExecutor, StepRequest, until_aborted};
 
 /// One message of a conversation, provider-neutral.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

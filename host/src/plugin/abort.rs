@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use wasmtime::Result;
 
 use super::bindings::weft::plugin::abort;
-use super::io::AbortHandle;
 use super::state::StoreState;
+use crate::executor::AbortHandle;
 
 /// Why an invocation is aborted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

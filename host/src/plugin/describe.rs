@@ -8,26 +8,7 @@ use serde_json::Value;
 
 use super::bindings::weft::plugin::types;
 use super::error::PluginError;
-use super::io::{EventSink, GuestEvent};
-
-/// A step as the plugin describes it, schemas parsed; the default declares nothing.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StepInfo {
-    /// Unique within the plugin.
-    pub name: String,
-    /// What the step does.
-    pub description: String,
-    /// JSON Schema of the input.
-    pub input_schema: Option<Value>,
-    /// JSON Schema of a `done` output.
-    pub output_schema: Option<Value>,
-    /// JSON Schema of a suspend payload.
-    pub suspend_schema: Option<Value>,
-    /// JSON Schema of resume data.
-    pub resume_schema: Option<Value>,
-    /// JSON Schema of the step's `config`.
-    pub config_schema: Option<Value>,
-}
+use crate::executor::{EventSink, GuestEvent, StepInfo};
 
 /// A tool as the plugin describes it, schemas parsed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::io::{EventSink, GuestEvent, LogLevel, lock};
+use super::lock;
+use crate::executor::{EventSink, GuestEvent, LogLevel};
 
 /// Longest captured stdout/stderr line; longer lines are split.
 pub(crate) const MAX_LINE: usize = 64 * 1024;
@@ -266,7 +267,7 @@ pub(crate) fn json_or_string(text: String) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::io::EventLog;
+    use crate::executor::EventLog;
 
     fn emitter(max_events: u64) -> (Arc<EventLog>, Emitter) {
         let log = Arc::new(EventLog::new());

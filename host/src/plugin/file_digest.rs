@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use super::cache;
 use super::error::PluginError;
-use super::io::lock;
+use super::lock;
 use crate::limits::files::{MAX_PLUGIN_FILE_BYTES, read_at_most};
 
 /// What tells a file's contents apart without reading them.

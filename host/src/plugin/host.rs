@@ -14,8 +14,8 @@ use super::engine::EngineKind;
 use super::error::PluginError;
 use super::file_digest::FileDigests;
 use super::grants;
-use super::io::lock;
 use super::loaded::Plugin;
+use super::lock;
 use super::sandbox::Sandbox;
 use super::shared::HostShared;
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use wasmtime_wasi_http::WasiHttpHooks;
 
 use super::events::Emitter;
-use super::io::LogLevel;
 use super::sandbox::HostPattern;
+use crate::executor::LogLevel;
 
 /// `wasi:http` hooks that refuse requests to hosts not in `grants.http`.
 pub(crate) struct HttpGate {

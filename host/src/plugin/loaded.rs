@@ -11,18 +11,16 @@ use tokio::sync::OnceCell;
 
 use super::abort::AbortCause;
 use super::bindings::weft::plugin::types;
-use super::describe::{
-    PluginExports, StepInfo, ToolCall, ToolInfo, TraceEvents, parse_description,
-};
+use super::describe::{PluginExports, ToolCall, ToolInfo, TraceEvents, parse_description};
 use super::engine::EngineKind;
 use super::error::{PluginError, one_line};
 use super::events::PanicReport;
-use super::io::{Invocation, NoRun};
 use super::outcome::{Ended, Observed, Subject, bad_patch_failure, guest_failure};
 use super::sandbox::Sandbox;
 use super::shared::HostShared;
 use super::variant::Variant;
 use crate::engine::invocation::{InvocationResult, StepCall, StepFailure};
+use crate::executor::{Invocation, NoRun, StepInfo};
 use invoke::{Call, Ret, step_context, was_stopped};
 
 /// A loaded plugin. Cheap to share (`Arc`); every method takes `&self` and may run concurrently.

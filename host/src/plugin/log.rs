@@ -5,9 +5,9 @@ use wasmtime::Result;
 
 use super::bindings::weft::plugin::log;
 use super::events::Stdio;
-use super::io::LogLevel;
 use super::state::StoreState;
 use super::writer::limit_trap;
+use crate::executor::LogLevel;
 
 impl log::Host for StoreState {
     fn log(&mut self, level: log::Level, message: String) -> Result<()> {

@@ -11,8 +11,9 @@
 //! Modules: `engine` (wasmtime settings, pooling, linker), `ticker` (epochs), `shared` (what a
 //! host and its plugins share; compile or load from `cache`), `loaded` and `loaded::invoke` (a
 //! plugin and one guest call), `grants` (WASI from `grants:`, and the paths no grant may
-//! expose), the imports `writer`, `abort`, `run`, `log`, `http`, and `events`/`stdio` (output
-//! in call order, with limits).
+//! expose), the imports `writer`, `abort`, `run`, `log`, `http`, `events`/`stdio` (output
+//! in call order, with limits), and `step` ([`PluginStep`]: a plugin behind the executor seam,
+//! whose types, [`crate::executor`], the imports talk to).
 //!
 //! Each [`Plugin::execute`] or [`Plugin::call_tool`] gets a fresh store and instance whose WASI
 //! comes from the [`Sandbox`] alone. Everything a guest does — traps, panics, exits, memory
@@ -50,7 +51,6 @@ mod file_digest;
 mod grants;
 mod host;
 mod http;
-mod io;
 mod limiter;
 mod loaded;
 mod log;
@@ -60,21 +60,26 @@ mod sandbox;
 mod shared;
 mod state;
 mod stdio;
+mod step;
 mod swap;
 mod ticker;
 mod variant;
 mod writer;
 
 pub use config::{HostConfig, PoolConfig};
-pub use describe::{PluginExports, StepInfo, ToolCall, ToolInfo};
+pub use describe::{PluginExports, ToolCall, ToolInfo};
 pub use error::PluginError;
 pub use host::{PluginHost, PoolUsage};
-pub use io::{
-    AbortHandle, DiscardEvents, EventLog, EventSink, GuestEvent, Invocation, LogLevel, NoRun,
-    RunAccess,
-};
 pub use loaded::Plugin;
 pub use sandbox::{
     DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT_MIB, DEFAULT_MEMORY_MIB, DirGrant, DirMode, EnvValue,
     Grants, Limits, Sandbox,
 };
+pub use step::PluginStep;
+
+/// Locks a mutex, ignoring poisoning (the data are plain values that stay consistent).
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -12,8 +12,8 @@ use super::abort::AbortView;
 use super::bindings::weft::plugin::types;
 use super::events::Emitter;
 use super::http::HttpGate;
-use super::io::RunAccess;
 use super::limiter::MemoryLimiter;
+use crate::executor::RunAccess;
 
 /// The `T` of every `Store<T>` the host creates.
 pub(crate) struct StoreState {

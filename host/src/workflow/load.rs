@@ -13,9 +13,10 @@ use super::{WorkflowError, checks, syntax};
 use crate::engine::expr::Expr;
 use crate::engine::model::*;
 use crate::engine::schema::{self, Schema};
+use crate::executor::StepInfo;
 use crate::limits::files::{MAX_WORKFLOW_FILE_BYTES, read_at_most};
 use crate::native::{NATIVE_PLUGIN, NativeSteps};
-use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox, StepInfo, ToolInfo};
+use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox, ToolInfo};
 use crate::store::Definition;
 
 mod agent;

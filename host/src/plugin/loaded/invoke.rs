@@ -9,6 +9,7 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::Plugin;
 use crate::engine::invocation::{StepCall, StepFailure};
+use crate::executor::Invocation;
 use crate::plugin::abort::{AbortView, hard_stop};
 use crate::plugin::bindings::weft::plugin::types;
 use crate::plugin::engine::EngineKind;
@@ -16,7 +17,6 @@ use crate::plugin::error::one_line;
 use crate::plugin::events::Emitter;
 use crate::plugin::grants;
 use crate::plugin::http::HttpGate;
-use crate::plugin::io::Invocation;
 use crate::plugin::limiter::MemoryLimiter;
 use crate::plugin::outcome::{Ended, Observed};
 use crate::plugin::sandbox::Sandbox;
