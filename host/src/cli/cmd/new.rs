@@ -6,10 +6,44 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-use super::{EXIT_OK, EXIT_USAGE, Output};
+use crate::cli::{EXIT_OK, EXIT_USAGE, Output};
+
+/// The arguments of `weft new`.
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
+pub struct NewArgs {
+    /// What the plugin exports: a workflow `step` or a `tool`.
+    #[arg(value_enum)]
+    pub kind: PluginKind,
+    /// The plugin's name, also its step's or tool's, its package's and its directory's:
+    /// lowercase letters, digits and `-`, starting with a letter.
+    pub name: String,
+    /// The language: `rust`, `python` (built with componentize-py) or `js` (built with jco).
+    #[arg(long, value_enum, default_value = "rust")]
+    pub lang: Lang,
+    /// Where to make the project's directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Rust only: a lean plugin, built without std and WASI (docs/PLUGINS-RUST-SDK.md,
+    /// "Lean mode"): its steps start faster, but it can use no files, environment variables
+    /// or HTTP, and its dependencies must build without std.
+    #[arg(long)]
+    pub lean: bool,
+}
+
+/// Carries out `weft new` with its arguments (see [`command`]).
+pub fn exec(args: NewArgs, out: &mut dyn Output) -> i32 {
+    let NewArgs {
+        kind,
+        name,
+        lang,
+        dir,
+        lean,
+    } = args;
+    command(kind, &name, lang, lean, dir, out)
+}
 
 /// What the plugin exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -83,7 +117,7 @@ impl Lang {
 }
 
 /// The plugin contract, vendored into every project.
-const PLUGIN_WIT: &str = include_str!("../../../wit/plugin.wit");
+const PLUGIN_WIT: &str = include_str!("../../../../wit/plugin.wit");
 
 /// The serde version requirement of a Rust project (with `derive`): the one the SDK and
 /// `guests/plugins/sdk-demo` build with.
@@ -92,23 +126,23 @@ const SERDE_VERSION: &str = "1";
 /// Templates of a Rust project; `{{...}}` placeholders are filled by [`render`].
 mod rust {
     /// `Cargo.toml`.
-    pub const CARGO_TOML: &str = include_str!("templates/rust/Cargo.toml.tmpl");
+    pub const CARGO_TOML: &str = include_str!("../templates/rust/Cargo.toml.tmpl");
     /// `build.sh`.
-    pub const BUILD_SH: &str = include_str!("templates/rust/build.sh.tmpl");
+    pub const BUILD_SH: &str = include_str!("../templates/rust/build.sh.tmpl");
     /// `.gitignore`.
-    pub const GITIGNORE: &str = include_str!("templates/rust/gitignore.tmpl");
+    pub const GITIGNORE: &str = include_str!("../templates/rust/gitignore.tmpl");
     /// `src/lib.rs` of a step plugin.
-    pub const STEP_LIB: &str = include_str!("templates/rust/step_lib.rs.tmpl");
+    pub const STEP_LIB: &str = include_str!("../templates/rust/step_lib.rs.tmpl");
     /// `workflow.yaml` running a step plugin.
-    pub const STEP_WORKFLOW: &str = include_str!("templates/rust/step_workflow.yaml.tmpl");
+    pub const STEP_WORKFLOW: &str = include_str!("../templates/rust/step_workflow.yaml.tmpl");
     /// `README.md` of a step plugin.
-    pub const STEP_README: &str = include_str!("templates/rust/step_README.md.tmpl");
+    pub const STEP_README: &str = include_str!("../templates/rust/step_README.md.tmpl");
     /// `src/lib.rs` of a tool plugin.
-    pub const TOOL_LIB: &str = include_str!("templates/rust/tool_lib.rs.tmpl");
+    pub const TOOL_LIB: &str = include_str!("../templates/rust/tool_lib.rs.tmpl");
     /// `workflow.yaml` calling a tool plugin.
-    pub const TOOL_WORKFLOW: &str = include_str!("templates/rust/tool_workflow.yaml.tmpl");
+    pub const TOOL_WORKFLOW: &str = include_str!("../templates/rust/tool_workflow.yaml.tmpl");
     /// `README.md` of a tool plugin.
-    pub const TOOL_README: &str = include_str!("templates/rust/tool_README.md.tmpl");
+    pub const TOOL_README: &str = include_str!("../templates/rust/tool_README.md.tmpl");
 
     /// What differs between a project built with std and a lean one (`weft new --lean`).
     pub struct Mode {
@@ -146,35 +180,35 @@ mod rust {
     pub const SDK: &[(&str, &str)] = &[
         (
             "weft-plugin/Cargo.toml",
-            include_str!("../../../sdk/rust/Cargo.toml"),
+            include_str!("../../../../sdk/rust/Cargo.toml"),
         ),
         (
             "weft-plugin/src/lib.rs",
-            include_str!("../../../sdk/rust/src/lib.rs"),
+            include_str!("../../../../sdk/rust/src/lib.rs"),
         ),
         (
             "weft-plugin/src/bindings.rs",
-            include_str!("../../../sdk/rust/src/bindings.rs"),
+            include_str!("../../../../sdk/rust/src/bindings.rs"),
         ),
         (
             "weft-plugin/src/context.rs",
-            include_str!("../../../sdk/rust/src/context.rs"),
+            include_str!("../../../../sdk/rust/src/context.rs"),
         ),
         (
             "weft-plugin/src/failure.rs",
-            include_str!("../../../sdk/rust/src/failure.rs"),
+            include_str!("../../../../sdk/rust/src/failure.rs"),
         ),
         (
             "weft-plugin/src/lean.rs",
-            include_str!("../../../sdk/rust/src/lean.rs"),
+            include_str!("../../../../sdk/rust/src/lean.rs"),
         ),
         (
             "weft-plugin/src/outcome.rs",
-            include_str!("../../../sdk/rust/src/outcome.rs"),
+            include_str!("../../../../sdk/rust/src/outcome.rs"),
         ),
         (
             "weft-plugin/src/registry.rs",
-            include_str!("../../../sdk/rust/src/registry.rs"),
+            include_str!("../../../../sdk/rust/src/registry.rs"),
         ),
         // The crate's copy of the contract is the contract (a test of the SDK checks it).
         ("weft-plugin/wit/plugin.wit", super::PLUGIN_WIT),
@@ -188,46 +222,52 @@ const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
 /// [`render`].
 mod python {
     /// `build.sh`.
-    pub const BUILD_SH: &str = include_str!("templates/python/build.sh.tmpl");
+    pub const BUILD_SH: &str = include_str!("../templates/python/build.sh.tmpl");
     /// `.gitignore`.
-    pub const GITIGNORE: &str = include_str!("templates/python/gitignore.tmpl");
+    pub const GITIGNORE: &str = include_str!("../templates/python/gitignore.tmpl");
     /// `weft_sdk.py`: the JSON glue, the `@step`/`@tool` registry and the exception guard.
-    pub const SDK: &str = include_str!("../../../sdk/python/weft_sdk.py");
+    pub const SDK: &str = include_str!("../../../../sdk/python/weft_sdk.py");
     /// `app.py` of a step plugin.
-    pub const STEP_APP: &str = include_str!("templates/python/step_app.py.tmpl");
+    pub const STEP_APP: &str = include_str!("../templates/python/step_app.py.tmpl");
     /// `workflow.yaml` running a step plugin.
-    pub const STEP_WORKFLOW: &str = include_str!("templates/python/step_workflow.yaml.tmpl");
+    pub const STEP_WORKFLOW: &str = include_str!("../templates/python/step_workflow.yaml.tmpl");
     /// `README.md` of a step plugin.
-    pub const STEP_README: &str = include_str!("templates/python/step_README.md.tmpl");
+    pub const STEP_README: &str = include_str!("../templates/python/step_README.md.tmpl");
     /// `app.py` of a tool plugin.
-    pub const TOOL_APP: &str = include_str!("templates/python/tool_app.py.tmpl");
+    pub const TOOL_APP: &str = include_str!("../templates/python/tool_app.py.tmpl");
     /// `workflow.yaml` calling a tool plugin.
-    pub const TOOL_WORKFLOW: &str = include_str!("templates/python/tool_workflow.yaml.tmpl");
+    pub const TOOL_WORKFLOW: &str = include_str!("../templates/python/tool_workflow.yaml.tmpl");
     /// `README.md` of a tool plugin.
-    pub const TOOL_README: &str = include_str!("templates/python/tool_README.md.tmpl");
+    pub const TOOL_README: &str = include_str!("../templates/python/tool_README.md.tmpl");
     /// `wit/worlds.wit`: the worlds `step-plugin-wasi` and `tool-plugin-wasi`, which add
     /// `wasi:http/outgoing-handler` for `weft_sdk.fetch`.
-    pub const WORLDS_WIT: &str = include_str!("templates/python/worlds.wit.tmpl");
+    pub const WORLDS_WIT: &str = include_str!("../templates/python/worlds.wit.tmpl");
     /// `wit/deps/*.wit`: WASI 0.2.12, which `wasi:http` needs (see templates/wasi/README.md).
     pub const WASI_DEPS: &[(&str, &str)] = &[
-        ("wit/deps/cli.wit", include_str!("templates/wasi/cli.wit")),
+        (
+            "wit/deps/cli.wit",
+            include_str!("../templates/wasi/cli.wit"),
+        ),
         (
             "wit/deps/clocks.wit",
-            include_str!("templates/wasi/clocks.wit"),
+            include_str!("../templates/wasi/clocks.wit"),
         ),
         (
             "wit/deps/filesystem.wit",
-            include_str!("templates/wasi/filesystem.wit"),
+            include_str!("../templates/wasi/filesystem.wit"),
         ),
-        ("wit/deps/http.wit", include_str!("templates/wasi/http.wit")),
-        ("wit/deps/io.wit", include_str!("templates/wasi/io.wit")),
+        (
+            "wit/deps/http.wit",
+            include_str!("../templates/wasi/http.wit"),
+        ),
+        ("wit/deps/io.wit", include_str!("../templates/wasi/io.wit")),
         (
             "wit/deps/random.wit",
-            include_str!("templates/wasi/random.wit"),
+            include_str!("../templates/wasi/random.wit"),
         ),
         (
             "wit/deps/sockets.wit",
-            include_str!("templates/wasi/sockets.wit"),
+            include_str!("../templates/wasi/sockets.wit"),
         ),
     ];
 }
@@ -246,35 +286,35 @@ const PREVIEW2_SHIM_VERSION: &str = "0.26.0";
 /// by [`render`].
 mod js {
     /// `package.json`: the pinned jco, the preview2-shim override, `npm run build`.
-    pub const PACKAGE_JSON: &str = include_str!("templates/js/package.json.tmpl");
+    pub const PACKAGE_JSON: &str = include_str!("../templates/js/package.json.tmpl");
     /// `build.sh`: `npm install`, then `npm run build`.
-    pub const BUILD_SH: &str = include_str!("templates/js/build.sh.tmpl");
+    pub const BUILD_SH: &str = include_str!("../templates/js/build.sh.tmpl");
     /// `bundle.config.js`: keeps the host's `weft:` interfaces imports when jco bundles.
-    pub const BUNDLE_CONFIG: &str = include_str!("templates/js/bundle.config.js.tmpl");
+    pub const BUNDLE_CONFIG: &str = include_str!("../templates/js/bundle.config.js.tmpl");
     /// `.gitignore`.
-    pub const GITIGNORE: &str = include_str!("templates/js/gitignore.tmpl");
+    pub const GITIGNORE: &str = include_str!("../templates/js/gitignore.tmpl");
     /// `weft_sdk.js`: the `step`/`tool` registry, JSON in and out, failures, the host's
     /// functions.
-    pub const SDK: &str = include_str!("../../../sdk/js/weft_sdk.js");
+    pub const SDK: &str = include_str!("../../../../sdk/js/weft_sdk.js");
     /// `weft_sdk.d.ts`: the SDK's types.
-    pub const SDK_TYPES: &str = include_str!("../../../sdk/js/weft_sdk.d.ts");
+    pub const SDK_TYPES: &str = include_str!("../../../../sdk/js/weft_sdk.d.ts");
     /// `wit/worlds.wit`: the worlds `step-plugin-wasi` and `tool-plugin-wasi`.
-    pub const WORLDS_WIT: &str = include_str!("templates/js/worlds.wit.tmpl");
+    pub const WORLDS_WIT: &str = include_str!("../templates/js/worlds.wit.tmpl");
     /// `wit/deps/wasi-cli/environment.wit`: the one WASI interface those worlds add.
     pub const WASI_ENVIRONMENT_WIT: &str =
-        include_str!("templates/js/wasi_cli_environment.wit.tmpl");
+        include_str!("../templates/js/wasi_cli_environment.wit.tmpl");
     /// `app.js` of a step plugin.
-    pub const STEP_APP: &str = include_str!("templates/js/step_app.js.tmpl");
+    pub const STEP_APP: &str = include_str!("../templates/js/step_app.js.tmpl");
     /// `workflow.yaml` running a step plugin.
-    pub const STEP_WORKFLOW: &str = include_str!("templates/js/step_workflow.yaml.tmpl");
+    pub const STEP_WORKFLOW: &str = include_str!("../templates/js/step_workflow.yaml.tmpl");
     /// `README.md` of a step plugin.
-    pub const STEP_README: &str = include_str!("templates/js/step_README.md.tmpl");
+    pub const STEP_README: &str = include_str!("../templates/js/step_README.md.tmpl");
     /// `app.js` of a tool plugin.
-    pub const TOOL_APP: &str = include_str!("templates/js/tool_app.js.tmpl");
+    pub const TOOL_APP: &str = include_str!("../templates/js/tool_app.js.tmpl");
     /// `workflow.yaml` calling a tool plugin.
-    pub const TOOL_WORKFLOW: &str = include_str!("templates/js/tool_workflow.yaml.tmpl");
+    pub const TOOL_WORKFLOW: &str = include_str!("../templates/js/tool_workflow.yaml.tmpl");
     /// `README.md` of a tool plugin.
-    pub const TOOL_README: &str = include_str!("templates/js/tool_README.md.tmpl");
+    pub const TOOL_README: &str = include_str!("../templates/js/tool_README.md.tmpl");
 }
 
 /// The longest plugin name: a tool name may have at most 64 characters.
@@ -853,11 +893,11 @@ mod tests {
     /// of the repository's own guests.
     #[test]
     fn versions_match_the_guests() {
-        let demo = include_str!("../../../guests/plugins/sdk-demo/Cargo.toml");
+        let demo = include_str!("../../../../guests/plugins/sdk-demo/Cargo.toml");
         assert!(demo.contains(&format!(
             "serde = {{ version = \"{SERDE_VERSION}\", features = [\"derive\"] }}"
         )));
-        let guests = include_str!("../../../guests/plugins/Cargo.toml");
+        let guests = include_str!("../../../../guests/plugins/Cargo.toml");
         assert!(guests.contains("opt-level = \"s\""));
     }
 
