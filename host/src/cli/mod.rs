@@ -3,8 +3,14 @@
 //! A command runs against the process that holds the home: this one when it can open the home,
 //! else the holder, reached through the control socket in the home (S118). Either way the
 //! command writes through an [`Output`], so the text and exit code are the same.
+//!
+//! This file holds the parser ([`Cli`], [`Cmd`]), the exit codes, opening the home or
+//! forwarding to its holder ([`main`]), and the dispatch of a command to its `exec`
+//! ([`exec`]). Each command's arguments and `exec` are in a file of its own under `commands/`
+//! (`weft new`, with its templates, under `commands/new/`); `control` is the control socket,
+//! `output` where text goes.
 
-mod cmd;
+mod commands;
 mod control;
 mod output;
 pub mod telemetry;
@@ -20,20 +26,20 @@ use crate::limits::{DEFAULT_MAX_VALUE_BYTES, MIB};
 use crate::run_id::check_run_id;
 use crate::store::StoreError;
 
-pub use cmd::cancel::CancelArgs;
-pub use cmd::dev::DevCmd;
-pub use cmd::graph::GraphArgs;
-pub use cmd::new::{self, NewArgs};
-pub use cmd::plugin::PluginCmd;
-pub use cmd::record::exit_code;
-pub use cmd::resume::ResumeArgs;
-pub use cmd::run::RunArgs;
-pub use cmd::runs::RunsArgs;
-pub use cmd::serve::ServeArgs;
-pub use cmd::show::ShowArgs;
-pub use cmd::validate::ValidateArgs;
-pub use cmd::watch::WatchArgs;
-pub use cmd::worker::WorkerArgs;
+pub use commands::cancel::CancelArgs;
+pub use commands::dev::DevCmd;
+pub use commands::graph::GraphArgs;
+pub use commands::new::{self, NewArgs};
+pub use commands::plugin::PluginCmd;
+pub use commands::record::exit_code;
+pub use commands::resume::ResumeArgs;
+pub use commands::run::RunArgs;
+pub use commands::runs::RunsArgs;
+pub use commands::serve::ServeArgs;
+pub use commands::show::ShowArgs;
+pub use commands::validate::ValidateArgs;
+pub use commands::watch::WatchArgs;
+pub use commands::worker::WorkerArgs;
 pub use output::{Output, StdOutput};
 
 /// Exit code: success, or the command did its job.
@@ -205,7 +211,7 @@ pub async fn main(cli: Cli) -> i32 {
     let cmd = absolutize(cli.command);
     // Development aids and `new` need no home: never open it, never forward them.
     let cmd = match cmd {
-        Cmd::Dev(dev) => return cmd::dev::exec(dev, &mut out).await,
+        Cmd::Dev(dev) => return commands::dev::exec(dev, &mut out).await,
         Cmd::New(args) => return new::exec(args, &mut out),
         other => other,
     };
@@ -286,18 +292,18 @@ fn absolutize(mut cmd: Cmd) -> Cmd {
 /// Carries out one command against a runtime that holds the home.
 pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
     match cmd {
-        Cmd::Run(args) => cmd::run::exec(rt, args, out).await,
-        Cmd::Resume(args) => cmd::resume::exec(rt, args, out).await,
-        Cmd::Cancel(args) => cmd::cancel::exec(rt, args, out).await,
-        Cmd::Runs(args) => cmd::runs::exec(rt, args, out).await,
-        Cmd::Show(args) => cmd::show::exec(rt, args, out).await,
-        Cmd::Watch(args) => cmd::watch::exec(rt, args, out).await,
-        Cmd::Validate(args) => cmd::validate::exec(rt, args, out).await,
-        Cmd::Graph(args) => cmd::graph::exec(rt, args, out).await,
-        Cmd::Serve(args) => cmd::serve::exec(rt, args, out).await,
-        Cmd::Worker(args) => cmd::worker::exec(rt, args, out).await,
-        Cmd::Plugin(plugin) => cmd::plugin::exec(rt, plugin, out).await,
-        Cmd::Dev(dev) => cmd::dev::exec(dev, out).await,
+        Cmd::Run(args) => commands::run::exec(rt, args, out).await,
+        Cmd::Resume(args) => commands::resume::exec(rt, args, out).await,
+        Cmd::Cancel(args) => commands::cancel::exec(rt, args, out).await,
+        Cmd::Runs(args) => commands::runs::exec(rt, args, out).await,
+        Cmd::Show(args) => commands::show::exec(rt, args, out).await,
+        Cmd::Watch(args) => commands::watch::exec(rt, args, out).await,
+        Cmd::Validate(args) => commands::validate::exec(rt, args, out).await,
+        Cmd::Graph(args) => commands::graph::exec(rt, args, out).await,
+        Cmd::Serve(args) => commands::serve::exec(rt, args, out).await,
+        Cmd::Worker(args) => commands::worker::exec(rt, args, out).await,
+        Cmd::Plugin(plugin) => commands::plugin::exec(rt, plugin, out).await,
+        Cmd::Dev(dev) => commands::dev::exec(dev, out).await,
         Cmd::New(args) => new::exec(args, out),
     }
 }

@@ -1,7 +1,10 @@
-//! One file per command (or small family of commands): its clap arguments and its `exec`,
-//! which carries it out against a runtime and writes through an [`Output`].
+//! One file per command (or small family of commands; a directory for `new`): its clap
+//! arguments and its `exec`, which carries it out against a runtime and writes through an
+//! [`Output`].
 //!
-//! What several commands share is here: refusals and their exit code, and JSON arguments.
+//! What several commands share is here (refusals and their exit code, JSON arguments), in
+//! `record` (a run followed to its end, its record printed, its exit code) and in `service`
+//! (what the long-running commands share).
 
 pub mod cancel;
 pub mod dev;

@@ -1,7 +1,7 @@
 //! The Rust project of `weft new --lang rust`: its templates, the Rust SDK vendored into it,
 //! and its files, built with std or lean (without std and WASI).
 //!
-//! The templates' `{{...}}` placeholders are filled by [`render`](super::render).
+//! The templates' `{{...}}` placeholders are filled by [`render`].
 
 use super::{PLUGIN_WIT, PluginKind, ProjectFile, render};
 

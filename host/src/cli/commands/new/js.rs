@@ -1,7 +1,7 @@
 //! The JavaScript project of `weft new --lang js`, built with jco (the StarlingMonkey engine):
 //! its templates, the JavaScript SDK, its pinned tools, and its files.
 //!
-//! The templates' `{{...}}` placeholders are filled by [`render`](super::render).
+//! The templates' `{{...}}` placeholders are filled by [`render`].
 
 use super::{PLUGIN_WIT, PluginKind, ProjectFile, render};
 

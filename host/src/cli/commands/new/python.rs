@@ -1,7 +1,7 @@
 //! The Python project of `weft new --lang python`, built with componentize-py: its templates,
 //! the Python SDK, the WASI packages its worlds import, and its files.
 //!
-//! The templates' `{{...}}` placeholders are filled by [`render`](super::render).
+//! The templates' `{{...}}` placeholders are filled by [`render`].
 
 use super::{PLUGIN_WIT, PluginKind, ProjectFile, render};
 
