@@ -190,7 +190,7 @@ pub async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32
     let mut lines = BufReader::new(read).lines();
     let mut accepted = false;
     let mut started = match cmd {
-        Cmd::Resume { run_id, .. } => Some(run_id.clone()),
+        Cmd::Resume(resume) => Some(resume.run_id.clone()),
         _ => None,
     };
     while let Ok(Some(line)) = lines.next_line().await {
@@ -210,13 +210,13 @@ pub async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32
     }
     let holder = format!("the weft process holding home {} stopped", home.display());
     match (cmd, started) {
-        (Cmd::Run { .. } | Cmd::Resume { .. }, Some(id)) => {
+        (Cmd::Run(_) | Cmd::Resume(_), Some(id)) => {
             out.err(&format!(
                 "error: {holder} before run {id} ended or suspended. The run is stored: go on with `weft resume {id}`"
             ));
             Some(super::EXIT_INTERRUPTED)
         }
-        (Cmd::Run { .. }, None) => {
+        (Cmd::Run(_), None) => {
             out.err(&format!(
                 "error: {holder} after taking this command, before it reported a run. If it stored one, `weft runs` lists it, and `weft resume RUN-ID` goes on with it"
             ));

@@ -1,7 +1,22 @@
 //! `agent:` entries (S123–S126): the model, the tools offered to it (plugin tools and
 //! workflows), what needs approval, and the bounds of the loop.
 
-use super::*;
+use serde_json::json;
+use serde_saphyr::Spanned;
+
+use super::compile::compile_schema;
+use super::models::model_info;
+use super::plugins::plugin_tool;
+use super::read::Resolved;
+use super::retry::{check_retry, merge_retry, retry_under_model};
+use super::step::filled_config;
+use super::{Builder, FileCx, line};
+use crate::engine::model::{
+    AgentDef, AgentTool, EntryId, EntryKind, Graph, StepDef, StepKind, StepSchemas,
+    WORKFLOW_TOOL_PLUGIN,
+};
+use crate::workflow::WorkflowError;
+use crate::workflow::raw::{RawAgent, RawAgentTool, RawWorkflow};
 
 /// The most model calls of an agent that does not say (`max-steps`).
 pub const DEFAULT_MAX_STEPS: u32 = 10;

@@ -1,0 +1,45 @@
+//! One file per command (or small family of commands; a directory for `new`): its clap
+//! arguments and its `exec`, which carries it out against a runtime and writes through an
+//! [`Output`].
+//!
+//! What several commands share is here (refusals and their exit code, JSON arguments), in
+//! `record` (a run followed to its end, its record printed, its exit code) and in `service`
+//! (what the long-running commands share).
+
+pub mod cancel;
+pub mod dev;
+pub mod graph;
+pub mod new;
+pub mod plugin;
+pub mod record;
+pub mod resume;
+pub mod run;
+pub mod runs;
+pub mod serve;
+mod service;
+pub mod show;
+pub mod validate;
+pub mod watch;
+pub mod worker;
+
+use serde_json::Value;
+
+use super::{EXIT_USAGE, Output};
+use crate::driver::RuntimeError;
+use crate::engine::Refusal;
+
+/// Prints a refusal and gives exit code 2; invalid data lists each violation on its own line.
+fn refuse(out: &mut dyn Output, e: &RuntimeError) -> i32 {
+    out.err(&format!("error: {e}"));
+    if let RuntimeError::Refused(Refusal::InvalidData { violations, .. }) = e {
+        for v in violations {
+            let path = if v.path.is_empty() { "/" } else { &v.path };
+            out.err(&format!("{path}: {}", v.message));
+        }
+    }
+    EXIT_USAGE
+}
+
+fn parse_json(text: &str, what: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
+}
