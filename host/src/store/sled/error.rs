@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::Shared;
+use super::quiet_panic::quietly;
 use crate::store::StoreError;
 
 /// The home of the database directory `dir`, as messages name it.
@@ -73,5 +74,21 @@ impl Shared {
     /// The error of a sled operation on this store.
     pub(super) fn failed(&self, e: sled::Error) -> StoreError {
         sled_error(&self.dir, e)
+    }
+
+    /// Runs a read of sled: sled panics on some damaged databases that it opened without an
+    /// error (`cannot find pid N in view_for_key` in a scan of a truncated file), and such a
+    /// panic is a damaged database too, refused as opening one is, not a crash.
+    pub(super) fn quietly<T>(
+        &self,
+        read: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        quietly(read).unwrap_or_else(|panic| {
+            Err(StoreError::Damaged {
+                home: home_of(&self.dir),
+                dir: self.dir.display().to_string(),
+                detail: format!("sled gave up reading it: {panic}"),
+            })
+        })
     }
 }

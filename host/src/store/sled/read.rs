@@ -11,15 +11,17 @@ use crate::store::{RecordKey, RunSummary, StoreError};
 impl Shared {
     /// The latest value of a run's entry of `kind`: pending, or in sled.
     pub(super) fn get(&self, kind: u8, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let k = key(kind, id);
-        if let Some(v) = self.pending.get(&k) {
-            return Ok(Some(v));
-        }
-        Ok(self
-            .data
-            .get(&k)
-            .map_err(|e| self.failed(e))?
-            .map(|v| v.to_vec()))
+        self.quietly(|| {
+            let k = key(kind, id);
+            if let Some(v) = self.pending.get(&k) {
+                return Ok(Some(v));
+            }
+            Ok(self
+                .data
+                .get(&k)
+                .map_err(|e| self.failed(e))?
+                .map(|v| v.to_vec()))
+        })
     }
 
     /// A run's records from `from` on: those in sled (a chunk that starts before `from` may
@@ -29,36 +31,38 @@ impl Shared {
         run_id: &str,
         from: RecordKey,
     ) -> Result<Vec<(RecordKey, Vec<u8>)>, StoreError> {
-        let prefix = key(RECORD, run_id);
-        let start = record_key(run_id, from);
-        let mut out = std::collections::BTreeMap::new();
-        let mut add = |k: &[u8], v: &[u8]| -> Result<(), StoreError> {
-            for (at, bytes) in self.stored_records(&prefix, k, v)? {
-                if at >= from && at != FIRST_AT {
-                    out.insert(at, bytes);
+        self.quietly(|| {
+            let prefix = key(RECORD, run_id);
+            let start = record_key(run_id, from);
+            let mut out = std::collections::BTreeMap::new();
+            let mut add = |k: &[u8], v: &[u8]| -> Result<(), StoreError> {
+                for (at, bytes) in self.stored_records(&prefix, k, v)? {
+                    if at >= from && at != FIRST_AT {
+                        out.insert(at, bytes);
+                    }
                 }
+                Ok(())
+            };
+            if let Some(kv) = self
+                .data
+                .range(prefix.as_slice()..start.as_slice())
+                .next_back()
+            {
+                let (k, v) = kv.map_err(|e| self.failed(e))?;
+                add(&k, &v)?;
             }
-            Ok(())
-        };
-        if let Some(kv) = self
-            .data
-            .range(prefix.as_slice()..start.as_slice())
-            .next_back()
-        {
-            let (k, v) = kv.map_err(|e| self.failed(e))?;
-            add(&k, &v)?;
-        }
-        for kv in self.data.range(start.as_slice()..) {
-            let (k, v) = kv.map_err(|e| self.failed(e))?;
-            if !k.starts_with(&prefix) {
-                break;
+            for kv in self.data.range(start.as_slice()..) {
+                let (k, v) = kv.map_err(|e| self.failed(e))?;
+                if !k.starts_with(&prefix) {
+                    break;
+                }
+                add(&k, &v)?;
             }
-            add(&k, &v)?;
-        }
-        for (k, v) in self.pending.range(&prefix, &start) {
-            add(&k, &v)?;
-        }
-        Ok(out.into_iter().collect())
+            for (k, v) in self.pending.range(&prefix, &start) {
+                add(&k, &v)?;
+            }
+            Ok(out.into_iter().collect())
+        })
     }
 
     /// The records of the value stored under `k`, a key under the run's record `prefix`.
@@ -79,66 +83,72 @@ impl Shared {
 
     /// The key of a run's last record, pending or in sled.
     pub(super) fn last_record(&self, run_id: &str) -> Result<Option<RecordKey>, StoreError> {
-        let prefix = key(RECORD, run_id);
-        let pending = self
-            .pending
-            .last_key(&prefix)
-            .and_then(|k| parse_record_key(&prefix, &k));
-        let stored = match self.data.scan_prefix(&prefix).next_back() {
-            None => None,
-            Some(kv) => {
-                let (k, v) = kv.map_err(|e| self.failed(e))?;
-                self.stored_records(&prefix, &k, &v)?
-                    .last()
-                    .map(|(at, _)| *at)
-            }
-        };
-        // The first value sorts before every record: last only in a run that has none.
-        Ok(pending.max(stored).filter(|at| *at != FIRST_AT))
+        self.quietly(|| {
+            let prefix = key(RECORD, run_id);
+            let pending = self
+                .pending
+                .last_key(&prefix)
+                .and_then(|k| parse_record_key(&prefix, &k));
+            let stored = match self.data.scan_prefix(&prefix).next_back() {
+                None => None,
+                Some(kv) => {
+                    let (k, v) = kv.map_err(|e| self.failed(e))?;
+                    self.stored_records(&prefix, &k, &v)?
+                        .last()
+                        .map(|(at, _)| *at)
+                }
+            };
+            // The first value sorts before every record: last only in a run that has none.
+            Ok(pending.max(stored).filter(|at| *at != FIRST_AT))
+        })
     }
 
     /// Run `id`'s first value: its record at [`FIRST_AT`], pending or at the head of its first
     /// chunk in sled (the chunk's other records left unread); under [`FIRST`] for a run written
     /// in format 4.
     pub(super) fn first(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let k = record_key(id, FIRST_AT);
-        if let Some(v) = self.pending.get(&k) {
-            return Ok(Some(v));
-        }
-        match self.data.get(&k).map_err(|e| self.failed(e))? {
-            Some(v) => match chunk::first(FIRST_AT, &self.values.resolve(&k, &v)?) {
-                Some(first) => Ok(Some(first.to_vec())),
-                None => Err(StoreError::Corrupt {
-                    key: format!("first state of {id}"),
-                    message: "a chunk of records that does not read back".into(),
-                }),
-            },
-            None => self.get(FIRST, id),
-        }
+        self.quietly(|| {
+            let k = record_key(id, FIRST_AT);
+            if let Some(v) = self.pending.get(&k) {
+                return Ok(Some(v));
+            }
+            match self.data.get(&k).map_err(|e| self.failed(e))? {
+                Some(v) => match chunk::first(FIRST_AT, &self.values.resolve(&k, &v)?) {
+                    Some(first) => Ok(Some(first.to_vec())),
+                    None => Err(StoreError::Corrupt {
+                        key: format!("first state of {id}"),
+                        message: "a chunk of records that does not read back".into(),
+                    }),
+                },
+                None => self.get(FIRST, id),
+            }
+        })
     }
 
     /// Every run's summary, pending or in sled, newest first.
     pub(super) fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        let mut summaries = Table::new();
-        for kv in self.data.scan_prefix([SUMMARY]) {
-            let (k, v) = kv.map_err(|e| self.failed(e))?;
-            summaries.insert(k.to_vec(), v.to_vec());
-        }
-        summaries.extend(self.pending.range(&[SUMMARY], &[SUMMARY]));
-        let mut out = Vec::new();
-        for (k, v) in summaries {
-            let s: RunSummary = from_stored(&v).map_err(|e| StoreError::Corrupt {
-                key: String::from_utf8_lossy(&k).into_owned(),
-                message: e.to_string(),
-            })?;
-            out.push(s);
-        }
-        out.sort_by(|a, b| {
-            b.created_at
-                .cmp(&a.created_at)
-                .then(b.run_id.cmp(&a.run_id))
-        });
-        Ok(out)
+        self.quietly(|| {
+            let mut summaries = Table::new();
+            for kv in self.data.scan_prefix([SUMMARY]) {
+                let (k, v) = kv.map_err(|e| self.failed(e))?;
+                summaries.insert(k.to_vec(), v.to_vec());
+            }
+            summaries.extend(self.pending.range(&[SUMMARY], &[SUMMARY]));
+            let mut out = Vec::new();
+            for (k, v) in summaries {
+                let s: RunSummary = from_stored(&v).map_err(|e| StoreError::Corrupt {
+                    key: String::from_utf8_lossy(&k).into_owned(),
+                    message: e.to_string(),
+                })?;
+                out.push(s);
+            }
+            out.sort_by(|a, b| {
+                b.created_at
+                    .cmp(&a.created_at)
+                    .then(b.run_id.cmp(&a.run_id))
+            });
+            Ok(out)
+        })
     }
 }
 
