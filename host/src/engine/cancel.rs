@@ -2,7 +2,7 @@
 //! (S74, S76–S78).
 
 use super::context::{Cx, Frame};
-use super::drive::mark_cancelled;
+use super::lifecycle::mark_cancelled;
 use super::machines::agent::cancel_approvals;
 use super::nodes::{End, Item, Node, NodeKind, Phase, Seq, StepNode, StepWait};
 use super::visit::visit_seq;

@@ -1,9 +1,7 @@
-//! Resume selection: which suspended steps a resume names, and the run's `suspended` list
-//! (S62, S66–S69).
+//! Resume selection: which suspended steps a resume names (checked into a
+//! [`Selection`]), and the run's `suspended` list (S62, S66–S69).
 
-use serde_json::Value;
-
-use super::context::Frame;
+use super::context::Selection;
 use super::events::{Refusal, ResumeRequest};
 use super::machines::agent::{approval_schema, approvals};
 use super::model::{EntryId, EntryKind, Graph};
@@ -12,27 +10,6 @@ use super::records::SuspendedEntry;
 use super::schema::{self, Schema};
 use super::state::{RunState, RunStatus};
 use super::visit::visit_seq;
-
-/// The suspended steps a resume selects, with its checked data (S67–S69, S62).
-pub(crate) struct Selection {
-    /// The one path selected (S68).
-    pub(crate) path: String,
-    /// The foreach items selected; empty when not inside a foreach.
-    pub(crate) indexes: Vec<u32>,
-    /// The resume data, defaults filled.
-    pub(crate) data: Value,
-}
-
-impl Selection {
-    /// Whether the execution at `path`, in the foreach item of `frame` if any, is selected.
-    pub(crate) fn selects(&self, path: &str, frame: &Frame) -> bool {
-        self.path == path
-            && (self.indexes.is_empty()
-                || frame
-                    .foreach_index
-                    .is_some_and(|i| self.indexes.contains(&i)))
-    }
-}
 
 /// Checks a resume against the run and picks the one path it resumes, or refuses (S67–S69).
 pub(crate) fn select_resume(

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{end_node, mark_cancelled, mark_suspended, start_block};
+use crate::engine::lifecycle::{end_node, mark_cancelled, mark_suspended, start_block};
 use crate::engine::machines::step::drive_step;
 use crate::engine::model::{AgentDef, EntryDef, EntryId, EntryKind, MODEL_PLUGIN, StepDef};
 use crate::engine::nodes::{

@@ -2,7 +2,8 @@
 //! taken are `skipped` (S21, S22). Also a branch arm's `do:` list, a group (S107).
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{drive_node, drive_seq, end_node, follow_seq, start_block};
+use crate::engine::drive::{drive_node, drive_seq, follow_seq};
+use crate::engine::lifecycle::{end_node, start_block};
 use crate::engine::model::{BranchArm, EntryDef, EntryId};
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
 use crate::engine::settle::finish_arms;

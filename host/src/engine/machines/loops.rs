@@ -4,8 +4,9 @@ use serde_json::{Value, json};
 
 use crate::engine::commands::Command;
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{drive_seq, end_node, first_body, follow_seq, start_block};
+use crate::engine::drive::{drive_seq, first_body, follow_seq};
 use crate::engine::expr::Expr;
+use crate::engine::lifecycle::{end_node, start_block};
 use crate::engine::model::EntryDef;
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
 

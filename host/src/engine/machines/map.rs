@@ -1,8 +1,8 @@
 //! The map machine: one expression, one value, recorded and evented like a step (S40).
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{end_node, start_block};
 use crate::engine::expr::Expr;
+use crate::engine::lifecycle::{end_node, start_block};
 use crate::engine::model::EntryDef;
 use crate::engine::nodes::{End, Node};
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{drive_seq, end_node, start_block};
+use crate::engine::drive::drive_seq;
+use crate::engine::lifecycle::{end_node, start_block};
 use crate::engine::model::{EntryDef, FileId};
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
 use crate::engine::patches::apply_patches;

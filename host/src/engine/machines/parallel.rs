@@ -1,7 +1,8 @@
 //! The parallel machine: every arm at once, settled by the precedence of S19 (S18–S20).
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{drive_node, start_block};
+use crate::engine::drive::drive_node;
+use crate::engine::lifecycle::start_block;
 use crate::engine::model::{EntryDef, EntryId};
 use crate::engine::nodes::{Node, NodeKind, Phase};
 use crate::engine::settle::finish_arms;

@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use crate::engine::commands::{Command, EventKind};
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{end_node, start_block};
 use crate::engine::expr::Expr;
+use crate::engine::lifecycle::{end_node, start_block};
 use crate::engine::model::EntryDef;
 use crate::engine::nodes::{End, Node, NodeKind, Phase};
 use crate::engine::records::StepStatus;

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use crate::engine::commands::{Command, EventKind, Invoke, StepsView};
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{end_node, mark_suspended};
 use crate::engine::event_data::EventData;
 use crate::engine::invocation::{InvocationResult, Resumption, StepCall, StepFailure, StepOutcome};
+use crate::engine::lifecycle::{end_node, mark_suspended};
 use crate::engine::model::{EntryDef, StepDef};
 use crate::engine::nodes::{End, Node, NodeKind, Phase, StepNode, StepWait};
 use crate::engine::patches::apply_patches;
