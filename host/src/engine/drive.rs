@@ -67,36 +67,24 @@ pub(crate) fn drive_seq(seq: &mut Seq, frame: &Frame, cx: &mut Cx) {
     }
 }
 
-/// Drives one execution by its entry's kind.
+/// Drives one execution: a plain dispatch to its construct's machine, which takes what it needs
+/// of the entry's kind from `entry` itself.
 pub(crate) fn drive_node(node: &mut Node, frame: &Frame, cx: &mut Cx) {
     if matches!(node.phase, Phase::Done(_)) {
         return;
     }
     let entry = cx.graph.entry(node.entry);
     match &entry.kind {
-        EntryKind::Step(def) => machines::step::drive_step(node, entry, def, frame, cx),
-        EntryKind::Map { expr } => machines::map::drive_map(node, entry, expr, frame, cx),
-        EntryKind::Sleep { ms, until } => {
-            machines::sleep::drive_sleep(node, entry, *ms, until.as_ref(), frame, cx)
-        }
-        EntryKind::Parallel { arms } => {
-            machines::parallel::drive_parallel(node, entry, arms, frame, cx)
-        }
-        EntryKind::Branch { arms } => machines::branch::drive_branch(node, entry, arms, frame, cx),
-        EntryKind::Foreach { concurrency, .. } => {
-            machines::foreach::drive_foreach(node, entry, *concurrency, frame, cx)
-        }
-        EntryKind::Loop {
-            test,
-            until,
-            max_iterations,
-            ..
-        } => machines::loops::drive_loop(node, entry, test, *until, *max_iterations, frame, cx),
-        EntryKind::Workflow { file } => {
-            machines::nested::drive_nested(node, entry, *file, frame, cx)
-        }
-        EntryKind::Group { body } => machines::branch::drive_group(node, entry, body, frame, cx),
-        EntryKind::Agent(def) => machines::agent::drive_agent(node, entry, def, frame, cx),
+        EntryKind::Step(_) => machines::step::drive(node, entry, frame, cx),
+        EntryKind::Map { .. } => machines::map::drive(node, entry, frame, cx),
+        EntryKind::Sleep { .. } => machines::sleep::drive(node, entry, frame, cx),
+        EntryKind::Parallel { .. } => machines::parallel::drive(node, entry, frame, cx),
+        EntryKind::Branch { .. } => machines::branch::drive(node, entry, frame, cx),
+        EntryKind::Group { .. } => machines::branch::drive_group(node, entry, frame, cx),
+        EntryKind::Foreach { .. } => machines::foreach::drive(node, entry, frame, cx),
+        EntryKind::Loop { .. } => machines::loops::drive(node, entry, frame, cx),
+        EntryKind::Workflow { .. } => machines::nested::drive(node, entry, frame, cx),
+        EntryKind::Agent(_) => machines::agent::drive(node, entry, frame, cx),
     }
 }
 

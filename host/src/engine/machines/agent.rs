@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::engine::context::{Cx, Frame};
 use crate::engine::lifecycle::{end_node, mark_cancelled, mark_suspended, start_block};
-use crate::engine::machines::step::drive_step;
+use crate::engine::machines::step;
 use crate::engine::model::{AgentDef, EntryDef, EntryId, EntryKind, MODEL_PLUGIN, StepDef};
 use crate::engine::nodes::{
     AgentNode, AgentNow, AgentUsage, End, Node, NodeKind, Phase, ToolRun, ToolState,
@@ -37,13 +37,10 @@ pub(crate) fn approval_schema() -> Value {
 
 /// Drives an agent: starts it, drives its model call or tool calls, and moves the
 /// conversation on when they end.
-pub(crate) fn drive_agent(
-    node: &mut Node,
-    entry: &EntryDef,
-    def: &AgentDef,
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Agent(def) = &entry.kind else {
+        return;
+    };
     if node.phase == Phase::New && !start(node, entry, def, frame, cx) {
         return;
     }
@@ -57,7 +54,7 @@ pub(crate) fn drive_agent(
             AgentNow::Model(call) => {
                 let path = model_path(entry, agent.turns);
                 let step = model_step(def);
-                drive_step(call, &sub_entry(entry, &path), &step, &sub, cx);
+                step::drive_with(call, &sub_entry(entry, &path), &step, &sub, cx);
                 cx.results.remove(&sub.scopes[0]);
                 match &call.phase {
                     Phase::New | Phase::Running | Phase::Suspended => Next::Wait(Phase::Running),
@@ -505,7 +502,7 @@ fn drive_tool(
             let Some(tool) = tool else {
                 return;
             };
-            drive_step(node, &at, &tool.call, sub, cx);
+            step::drive_with(node, &at, &tool.call, sub, cx);
             cx.record(sub, &at, |rec, _| {
                 rec.resumed_at = Some(now);
                 rec.resume_data = Some(data);
@@ -516,7 +513,7 @@ fn drive_tool(
         ToolState::Running(_) | ToolState::Done(_) | ToolState::Tripped(_) => {}
     }
     if let (ToolState::Running(node), Some(tool)) = (&mut run.state, tool) {
-        drive_step(node, &at, &tool.call, sub, cx);
+        step::drive_with(node, &at, &tool.call, sub, cx);
         took_tool_end(run);
     }
 }

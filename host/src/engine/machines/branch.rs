@@ -4,18 +4,15 @@
 use crate::engine::context::{Cx, Frame};
 use crate::engine::drive::{drive_node, drive_seq, follow_seq};
 use crate::engine::lifecycle::{end_node, start_block};
-use crate::engine::model::{BranchArm, EntryDef, EntryId};
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
 use crate::engine::settle::finish_arms;
 
 /// Tests the arms when the branch starts, drives those taken, and settles once none runs.
-pub(crate) fn drive_branch(
-    node: &mut Node,
-    entry: &EntryDef,
-    arms: &[BranchArm],
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Branch { arms } = &entry.kind else {
+        return;
+    };
     let graph = cx.graph;
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
@@ -58,13 +55,10 @@ pub(crate) fn drive_branch(
 }
 
 /// Runs a branch arm's `do:` list as one sequence with the group's own record.
-pub(crate) fn drive_group(
-    node: &mut Node,
-    entry: &EntryDef,
-    body: &[EntryId],
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive_group(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Group { body } = &entry.kind else {
+        return;
+    };
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
         node.kind = NodeKind::Nested(Seq::new(

@@ -13,13 +13,10 @@ use crate::engine::settle::{Settled, settle_ends};
 
 /// Starts items in index order while slots are free, drives those in progress, and settles
 /// the foreach once none runs (S26–S28).
-pub(crate) fn drive_foreach(
-    node: &mut Node,
-    entry: &EntryDef,
-    concurrency: u32,
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Foreach { concurrency, body } = &entry.kind else {
+        return;
+    };
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
         let len = match &*node.input {
@@ -51,9 +48,6 @@ pub(crate) fn drive_foreach(
             stopped: false,
         });
     }
-    let EntryKind::Foreach { body, .. } = &entry.kind else {
-        return;
-    };
     let NodeKind::Foreach(fe) = &mut node.kind else {
         return;
     };
@@ -153,7 +147,7 @@ pub(crate) fn drive_foreach(
             at += 1;
         }
         let blocked = cx.cancelling || cx.bailed(frame).is_some() || fe.stopped;
-        let slots = (concurrency.max(1) as usize).saturating_sub(fe.active.len());
+        let slots = ((*concurrency).max(1) as usize).saturating_sub(fe.active.len());
         let mut started = 0;
         if !blocked {
             let Value::Array(elements) = &*node.input else {

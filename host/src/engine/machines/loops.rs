@@ -5,25 +5,25 @@ use serde_json::{Value, json};
 use crate::engine::commands::Command;
 use crate::engine::context::{Cx, Frame};
 use crate::engine::drive::{drive_seq, first_body, follow_seq};
-use crate::engine::expr::Expr;
 use crate::engine::lifecycle::{end_node, start_block};
-use crate::engine::model::EntryDef;
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
 
 /// Iterations a loop may run in one drive pass before the rest waits for an immediate timer.
 const LOOP_ITERATIONS_PER_PASS: u32 = 10_000;
 
 /// Drives the current iteration; after each one that succeeds, tests whether to go on (S32–S35).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn drive_loop(
-    node: &mut Node,
-    entry: &EntryDef,
-    test: &Expr,
-    until: bool,
-    max_iterations: Option<u32>,
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Loop {
+        test,
+        until,
+        max_iterations,
+        ..
+    } = &entry.kind
+    else {
+        return;
+    };
+    let (until, max_iterations) = (*until, *max_iterations);
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
         node.kind = NodeKind::Loop {

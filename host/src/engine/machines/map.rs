@@ -1,19 +1,15 @@
 //! The map machine: one expression, one value, recorded and evented like a step (S40).
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::expr::Expr;
 use crate::engine::lifecycle::{end_node, start_block};
-use crate::engine::model::EntryDef;
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, Node};
 
 /// Evaluates the map's expression and ends it with the value or an `expression-error`.
-pub(crate) fn drive_map(
-    node: &mut Node,
-    entry: &EntryDef,
-    expr: &Expr,
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Map { expr } = &entry.kind else {
+        return;
+    };
     start_block(node, entry, frame, cx);
     let input = cx.expr_input(frame, &node.input);
     let end = match expr.eval_one(&input) {

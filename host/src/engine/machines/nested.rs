@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::engine::context::{Cx, Frame};
 use crate::engine::drive::drive_seq;
 use crate::engine::lifecycle::{end_node, start_block};
-use crate::engine::model::{EntryDef, FileId};
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
 use crate::engine::patches::apply_patches;
 use crate::engine::records::StepStatus;
@@ -17,13 +17,11 @@ use crate::engine::state::FileState;
 
 /// Starts the nested file with its own input and state, drives it, and merges the keys its
 /// steps wrote into the parent state when it succeeds (S41–S45).
-pub(crate) fn drive_nested(
-    node: &mut Node,
-    entry: &EntryDef,
-    file_id: FileId,
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Workflow { file: file_id } = &entry.kind else {
+        return;
+    };
+    let file_id = *file_id;
     let key = format!("{}/{}", frame.scopes[0], entry.path);
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);

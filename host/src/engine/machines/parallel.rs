@@ -3,18 +3,15 @@
 use crate::engine::context::{Cx, Frame};
 use crate::engine::drive::drive_node;
 use crate::engine::lifecycle::start_block;
-use crate::engine::model::{EntryDef, EntryId};
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{Node, NodeKind, Phase};
 use crate::engine::settle::finish_arms;
 
 /// Starts every arm with the parallel's input, drives them, and settles once none runs.
-pub(crate) fn drive_parallel(
-    node: &mut Node,
-    entry: &EntryDef,
-    arms: &[EntryId],
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Parallel { arms } = &entry.kind else {
+        return;
+    };
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
         node.kind = NodeKind::Parallel(

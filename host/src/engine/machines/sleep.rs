@@ -4,22 +4,18 @@ use serde_json::{Value, json};
 
 use crate::engine::commands::{Command, EventKind};
 use crate::engine::context::{Cx, Frame};
-use crate::engine::expr::Expr;
 use crate::engine::lifecycle::{end_node, start_block};
-use crate::engine::model::EntryDef;
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, Node, NodeKind, Phase};
 use crate::engine::records::StepStatus;
 use crate::engine::time::rfc3339;
 
 /// Sets the timer when the sleep starts; ends it when the timer fires or a cancel comes (S37, S38).
-pub(crate) fn drive_sleep(
-    node: &mut Node,
-    entry: &EntryDef,
-    ms: Option<u64>,
-    until: Option<&Expr>,
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Sleep { ms, until } = &entry.kind else {
+        return;
+    };
+    let (ms, until) = (*ms, until.as_ref());
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
         let wake = match (ms, until) {

@@ -13,15 +13,24 @@ use crate::engine::context::{Cx, Frame};
 use crate::engine::event_data::EventData;
 use crate::engine::invocation::{InvocationResult, Resumption, StepCall, StepFailure, StepOutcome};
 use crate::engine::lifecycle::{end_node, mark_suspended};
-use crate::engine::model::{EntryDef, StepDef};
+use crate::engine::model::{EntryDef, EntryKind, StepDef};
 use crate::engine::nodes::{End, Node, NodeKind, Phase, StepNode, StepWait};
 use crate::engine::patches::apply_patches;
 use crate::engine::records::{StepStatus, TripwireInfo};
 use crate::engine::schema;
 
-/// Drives a plugin step: starts it, takes its invocation's result, retries after a wait,
-/// resumes it when selected, and ends it on a cancel.
-pub(crate) fn drive_step(
+/// Drives a plugin step by its entry's definition.
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Step(def) = &entry.kind else {
+        return;
+    };
+    drive_with(node, entry, def, frame, cx);
+}
+
+/// Drives an execution of `def` at `entry`'s path: starts it, takes its invocation's result,
+/// retries after a wait, resumes it when selected, and ends it on a cancel. An agent drives its
+/// model and tool calls so, each under a path of its own (`entry`'s kind is not read).
+pub(crate) fn drive_with(
     node: &mut Node,
     entry: &EntryDef,
     def: &StepDef,
