@@ -8,7 +8,8 @@
 //! out); all re-exported here. The machinery: [`advance`] takes an event; the drive pass
 //! (`drive`, `context`, `settle`) moves every execution under way; `lifecycle` starts and ends
 //! each execution (its record, its events, what `.steps` sees); one machine per construct
-//! (`machines/`) decides what its kind does; `resume`, `cancel` and `replay` handle the
+//! (`machines/`) decides what its kind does, each with its transition table, which
+//! `transitions` holds to the code and the tests; `resume`, `cancel` and `replay` handle the
 //! run-wide requests.
 
 pub mod expr;
@@ -37,6 +38,7 @@ mod settle;
 mod start;
 mod state;
 mod time;
+mod transitions;
 mod visit;
 
 #[cfg(test)]

@@ -169,11 +169,14 @@ pub fn suspended(run: &RunState, graph: &Graph) -> Vec<SuspendedEntry> {
         .collect()
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::{Value, json};
 
     use super::super::sim::{Sim, file, foreach, parallel, step, suspend};
+    use super::super::transitions::scenarios;
     use super::super::{Refusal, RunStatus};
 
     /// Three suspended paths: `p.a` (label x), `p.b` (labels x, y) and both items of `p.f.s`.
@@ -348,4 +351,14 @@ mod tests {
             .expect("the last one");
         assert_eq!(sim.status(), RunStatus::Success);
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s69_a_run_that_is_not_suspended_is_refused,
+        s67_step_together_with_label_is_refused,
+        s68_a_selection_of_several_paths_is_ambiguous_and_lists_them_in_suspended_order,
+        s69_a_step_label_or_item_that_is_not_suspended_is_refused_with_what_is,
+        s62_resume_data_breaking_the_resume_schema_is_refused_and_changes_nothing,
+        s67_s68_a_label_prefix_or_item_selects_exactly_what_it_names,
+    ];
 }

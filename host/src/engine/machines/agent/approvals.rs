@@ -10,6 +10,7 @@ use crate::engine::lifecycle::{mark_cancelled, mark_suspended};
 use crate::engine::model::EntryDef;
 use crate::engine::nodes::{AgentNode, AgentNow, Node, NodeKind, ToolRun, ToolState};
 use crate::engine::records::SuspendedEntry;
+use crate::engine::transitions::transition;
 
 use super::paths::{sub_entry, sub_frame};
 
@@ -79,16 +80,20 @@ pub(super) fn cancel_call(run: &mut ToolRun, entry: &EntryDef, sub: &Frame, cx: 
     if !matches!(run.state, ToolState::Approval) {
         return;
     }
+    transition!("agent", "approval-cancelled");
     let now = cx.ts();
     mark_cancelled(sub, &sub_entry(entry, &run.path), cx, now);
     run.state = ToolState::Done(json!({ "error": { "code": "cancelled" } }));
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use crate::engine::sim::{Sim, agent, file, says};
+    use crate::engine::transitions::scenarios;
     use crate::engine::{EventKind, Refusal, RunStatus, StepStatus};
 
     /// An agent whose `rm` tool needs approval, and a model that calls `add` once and `rm`
@@ -197,4 +202,10 @@ mod tests {
         assert_eq!(sim.record("a").status, StepStatus::Cancelled);
         assert!(sim.calls_to("a.model-2").is_empty());
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s124_a_tool_that_needs_approval_suspends_before_it_runs_and_each_approval_is_resolved_alone,
+        s124_s74_cancelling_an_agent_that_waits_for_approval_cancels_the_approvals,
+    ];
 }

@@ -8,6 +8,7 @@ use crate::engine::context::{Cx, Frame};
 use crate::engine::model::{AgentDef, EntryDef, EntryId, MODEL_PLUGIN, StepDef};
 use crate::engine::nodes::{AgentNode, AgentNow, End, Node, Phase, ToolRun, ToolState};
 use crate::engine::schema;
+use crate::engine::transitions::transition;
 
 use super::paths::tool_path;
 
@@ -156,6 +157,7 @@ pub(super) fn took_reply(
         return finish(agent, id, entry, def, text, frame, cx);
     }
     if agent.turns >= def.max_steps {
+        transition!("agent", "max-steps");
         let err = cx.error(
             frame,
             &entry.path,
@@ -167,6 +169,7 @@ pub(super) fn took_reply(
         );
         return Next::End(End::Failed(err));
     }
+    transition!("agent", "tool-calls");
     let mut runs: Vec<ToolRun> = Vec::with_capacity(calls.len());
     for (call_id, name, arguments) in calls {
         let path = tool_path(entry, &call_id, &agent.tool_paths);
@@ -195,6 +198,7 @@ fn finish(
     cx: &mut Cx,
 ) -> Next {
     let Some(schema) = &def.output_schema else {
+        transition!("agent", "answer");
         return Next::End(End::Success(
             json!({
                 "text": text,
@@ -207,7 +211,10 @@ fn finish(
     };
     let problem = match parse_json_answer(&text) {
         Some(value) => match schema.check(&value) {
-            Ok(()) => return Next::End(End::Success(value.into())),
+            Ok(()) => {
+                transition!("agent", "structured-answer");
+                return Next::End(End::Success(value.into()));
+            }
             Err(violations) => (
                 schema::summarize(&violations),
                 Some(schema::details(&violations)),
@@ -216,6 +223,7 @@ fn finish(
         None => ("the answer is not JSON".to_owned(), None),
     };
     if !agent.repaired && agent.turns < def.max_steps {
+        transition!("agent", "repair");
         agent.repaired = true;
         agent.messages.push(json!({
             "role": "user",
@@ -227,6 +235,7 @@ fn finish(
         next_model_call(agent, id, def);
         return Next::Again;
     }
+    transition!("agent", "invalid-output");
     let mut err = cx.error(
         frame,
         &entry.path,
@@ -248,12 +257,15 @@ fn parse_json_answer(text: &str) -> Option<Value> {
     serde_json::from_str(inner.trim()).ok()
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use crate::engine::RunStatus;
     use crate::engine::sim::{Sim, agent, fail, fail_final, file, says};
+    use crate::engine::transitions::scenarios;
 
     #[test]
     fn s123_a_model_call_that_fails_fails_the_agent_and_one_that_is_retried_waits_durably() {
@@ -333,4 +345,11 @@ mod tests {
         );
         assert!(sim.calls_to("a.model-3").is_empty(), "one repair only");
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s123_a_model_call_that_fails_fails_the_agent_and_one_that_is_retried_waits_durably,
+        s123_max_steps_bounds_the_model_calls,
+        s126_a_structured_output_is_checked_and_repaired_once,
+    ];
 }

@@ -9,7 +9,38 @@
 //! Here the loop (start, then a model call or a round of tool calls until the agent ends);
 //! `conversation` the model's side (the messages, each model call, its reply and the final
 //! answer); `tools` the tool calls of a round; `approvals` the calls a person must approve;
-//! `paths` where each call sits.
+//! `paths` where each call sits. The table below is the whole machine's: its rows are marked
+//! in all four files.
+//!
+//! ## Transitions of `agent`
+//!
+//! | Row | From | Event or condition | To | Issues |
+//! |-----|------|--------------------|----|--------|
+//! | `start` | new | its input gives a conversation | model call | record, `step-started`; model call 1 (a `step` at `AGENT.model-1`) |
+//! | `start-cancelled` | new | a cancel was accepted | cancelled | record, `step-started`, `step-cancelled` |
+//! | `bad-input` | new | its `input:` fails, or the input is no prompt and no messages | failed | record, `step-started`, `step-failed` (`expression-error`, `invalid-input`) |
+//! | `model-wait` | model call | after a pass, the call still runs | running | — |
+//! | `model-ended` | model call | the call ended otherwise: failure, tripwire, cancel | as the call | record, the closing event |
+//! | `answer` | model call | the reply calls no tool, and no output schema is asked | succeeded | record, `step-succeeded` with `{text, messages, usage, steps}` |
+//! | `structured-answer` | model call | the reply calls no tool and its JSON checks against the output schema (S126) | succeeded | record, `step-succeeded` with the value |
+//! | `repair` | model call | the answer breaks the output schema, for the first time (S126) | model call | the next model call, told what is wrong |
+//! | `invalid-output` | model call | the answer breaks the output schema after the repair | failed | record, `step-failed` (`invalid-output`) |
+//! | `max-steps` | model call | the reply calls tools after `max-steps` model calls | failed | record, `step-failed` (`max-steps`) |
+//! | `tool-calls` | model call | the reply calls tools | tool calls | each call pending, under a path of its own (S125) |
+//! | `unknown-tool` | tool call pending | it names no tool | tool call done | record, `step-failed` (`unknown-tool`); nothing invoked |
+//! | `ask-approval` | tool call pending | its tool needs approval (S124) | tool call waiting | record `suspended`, `step-suspended` with `{tool, arguments}`, its id as the label |
+//! | `tool-start` | tool call pending | its tool needs no approval | tool call running | a `step` at `AGENT.tool-ID` |
+//! | `approved` | tool call waiting | a resume approves it | tool call running | its `step`, with the arguments the resume gives if any |
+//! | `refused` | tool call waiting | a resume refuses it | tool call done | record, `step-succeeded` with the refusal; nothing invoked |
+//! | `approval-cancelled` | tool call waiting | a cancel, or a sibling's tripwire (S74) | tool call done | record, `step-cancelled` |
+//! | `tool-ended` | tool call running | its step ended | tool call done | what the model is told: its output or its error; a tripwire kept |
+//! | `tools-wait` | tool calls | after a pass, a call still runs | running | — |
+//! | `tools-cancelled` | tool calls | no call runs, after a cancel | cancelled | record, `step-cancelled` |
+//! | `tool-tripwire` | tool calls | no call runs, and one tripped (S82) | tripwire | calls waiting for approval `step-cancelled`; record, `step-failed` with the tripwire |
+//! | `await-approval` | tool calls | no call runs, and some wait for approval | suspended | nothing (S90) |
+//! | `results` | tool calls | every call is done | model call | the next model call, with each result as a `tool` message |
+//!
+//! Each row is marked where the code takes it (`transition!`, see `engine::transitions`).
 
 mod approvals;
 mod conversation;
@@ -21,6 +52,7 @@ use crate::engine::lifecycle::{end_node, start_block};
 use crate::engine::machines::step;
 use crate::engine::model::{AgentDef, EntryDef, EntryKind};
 use crate::engine::nodes::{AgentNode, AgentNow, AgentUsage, End, Node, NodeKind, Phase};
+use crate::engine::transitions::transition;
 
 use conversation::{Next, conversation, model_step, next_model_call, took_reply};
 use paths::{model_path, sub_entry, sub_frame};
@@ -50,12 +82,18 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
                 step::drive_with(call, &sub_entry(entry, &path), &step, &sub, cx);
                 cx.results.remove(&sub.scopes[0]);
                 match &call.phase {
-                    Phase::New | Phase::Running | Phase::Suspended => Next::Wait(Phase::Running),
+                    Phase::New | Phase::Running | Phase::Suspended => {
+                        transition!("agent", "model-wait");
+                        Next::Wait(Phase::Running)
+                    }
                     Phase::Done(End::Success(reply)) => {
                         let reply = reply.clone();
                         took_reply(agent, id, entry, def, &path, &reply, frame, cx)
                     }
-                    Phase::Done(end) => Next::End(end.clone()),
+                    Phase::Done(end) => {
+                        transition!("agent", "model-ended");
+                        Next::End(end.clone())
+                    }
                 }
             }
             AgentNow::Tools(runs) => {
@@ -113,18 +151,21 @@ fn start(node: &mut Node, entry: &EntryDef, def: &AgentDef, frame: &Frame, cx: &
         now: AgentNow::Nothing,
     };
     if cx.cancelling {
+        transition!("agent", "start-cancelled");
         node.kind = NodeKind::Agent(Box::new(agent));
         end_node(node, entry, frame, cx, End::Cancelled);
         return false;
     }
     match messages {
         Ok(messages) => {
+            transition!("agent", "start");
             agent.messages = messages;
             next_model_call(&mut agent, node.entry, def);
             node.kind = NodeKind::Agent(Box::new(agent));
             true
         }
         Err((code, message)) => {
+            transition!("agent", "bad-input");
             node.kind = NodeKind::Agent(Box::new(agent));
             let err = cx.error(frame, &entry.path, code, message);
             end_node(node, entry, frame, cx, End::Failed(err));
@@ -133,11 +174,14 @@ fn start(node: &mut Node, entry: &EntryDef, def: &AgentDef, frame: &Frame, cx: &
     }
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::{Value, json};
 
     use crate::engine::sim::{Answer, Sim, agent, done, file, foreach, says, step};
+    use crate::engine::transitions::scenarios;
     use crate::engine::{EventKind, RunStatus, StepStatus};
 
     /// Two tool rounds, the first a parallel pair, then a final answer. Every call answers the
@@ -340,4 +384,40 @@ mod tests {
         assert_eq!(sim.calls_to("f.a.tool-one").len(), 1);
         assert_eq!(sim.calls_to("f.a.tool-two").len(), 1);
     }
+
+    /// The scenarios of the agent's files, by file.
+    pub(crate) const FILES: &[crate::engine::transitions::FileScenarios] = &[
+        ("machines/agent/mod.rs", SCENARIOS),
+        (
+            "machines/agent/conversation.rs",
+            super::conversation::tests::SCENARIOS,
+        ),
+        ("machines/agent/tools.rs", super::tools::tests::SCENARIOS),
+        (
+            "machines/agent/approvals.rs",
+            super::approvals::tests::SCENARIOS,
+        ),
+    ];
+
+    #[test]
+    fn s123_s75_an_agent_a_cancel_reaches_before_it_starts_calls_no_model() {
+        let mut sim = Sim::new(
+            file("w", vec![agent("a", &[("add", false)], 5)]),
+            json!("go"),
+        );
+        sim.cancel().expect("accepted");
+        assert_eq!(sim.status(), RunStatus::Cancelled);
+        assert!(sim.calls.is_empty(), "no model call");
+        assert_eq!(sim.record("a").status, StepStatus::Cancelled);
+    }
+
+    /// Every test above, by name.
+    const SCENARIOS: &[(&str, fn())] = scenarios![
+        s123_an_agent_loops_model_and_tool_calls_each_a_step_of_its_own_until_a_final_answer,
+        s123_a_crash_at_any_checkpoint_repeats_no_call_that_ended_and_loses_none,
+        s123_s76_a_cancel_aborts_the_model_call_in_flight_and_ends_the_agent_cancelled,
+        s123_a_bad_input_fails_the_agent_before_any_model_call,
+        s123_s31_agents_inside_foreach_items_keep_their_calls_apart,
+        s123_s75_an_agent_a_cancel_reaches_before_it_starts_calls_no_model,
+    ];
 }

@@ -11,6 +11,8 @@ use crate::engine::machines::step;
 use crate::engine::model::{AgentDef, EntryDef, EntryId};
 use crate::engine::nodes::{AgentNode, AgentNow, End, Node, Phase, ToolRun, ToolState};
 
+use crate::engine::transitions::transition;
+
 use super::approvals::{ask_approval, cancel_call};
 use super::conversation::{Next, next_model_call};
 use super::paths::sub_entry;
@@ -33,6 +35,7 @@ pub(super) fn drive_tool(
                 return;
             }
             let Some(tool) = tool else {
+                transition!("agent", "unknown-tool");
                 let names: Vec<&str> = def.tools.iter().map(|t| t.name.as_str()).collect();
                 let message = format!(
                     "there is no tool `{}`; the tools are: {}",
@@ -50,9 +53,11 @@ pub(super) fn drive_tool(
                 return;
             };
             if tool.approve {
+                transition!("agent", "ask-approval");
                 ask_approval(run, &at, sub, cx);
                 return;
             }
+            transition!("agent", "tool-start");
             run.state = ToolState::Running(Box::new(Node::new(id, run.arguments.clone())));
         }
         ToolState::Approval => {
@@ -71,6 +76,7 @@ pub(super) fn drive_tool(
             let now = cx.ts();
             if data["approved"] != json!(true) {
                 // Refused: the call ends with the refusal as its output, nothing invoked.
+                transition!("agent", "refused");
                 let reason = data["reason"].as_str().unwrap_or("refused by a person");
                 let told = json!({ "approved": false, "reason": reason });
                 let mut call = Node::new(id, run.arguments.clone());
@@ -82,6 +88,7 @@ pub(super) fn drive_tool(
                 run.state = ToolState::Done(told);
                 return;
             }
+            transition!("agent", "approved");
             if let Some(arguments) = data.get("arguments") {
                 run.arguments = arguments.clone();
             }
@@ -117,6 +124,7 @@ fn took_tool_end(run: &mut ToolRun) {
     let Phase::Done(end) = &node.phase else {
         return;
     };
+    transition!("agent", "tool-ended");
     run.state = match end {
         End::Success(v) | End::Bail(v) => ToolState::Done(Value::clone(v)),
         End::Failed(e) => ToolState::Done(json!({
@@ -144,16 +152,19 @@ pub(super) fn tools_settled(
         .iter()
         .any(|r| matches!(r.state, ToolState::Running(_)))
     {
+        transition!("agent", "tools-wait");
         return Next::Wait(Phase::Running);
     }
     // A cancel ended the calls waiting for approval as they were driven.
     if cx.cancelling {
+        transition!("agent", "tools-cancelled");
         return Next::End(End::Cancelled);
     }
     if let Some(tripped) = runs.iter().find_map(|r| match &r.state {
         ToolState::Tripped(t) => Some(t.clone()),
         _ => None,
     }) {
+        transition!("agent", "tool-tripwire");
         runs.iter_mut()
             .for_each(|run| cancel_call(run, entry, sub, cx));
         return Next::End(End::Tripwire(tripped));
@@ -162,8 +173,10 @@ pub(super) fn tools_settled(
         .iter()
         .any(|r| matches!(r.state, ToolState::Approval | ToolState::Pending))
     {
+        transition!("agent", "await-approval");
         return Next::Wait(Phase::Suspended);
     }
+    transition!("agent", "results");
     let mut results = Vec::with_capacity(runs.len());
     for run in runs.iter() {
         let ToolState::Done(result) = &run.state else {
@@ -187,11 +200,14 @@ pub(super) fn tools_settled(
     Next::Again
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::{Value, json};
 
     use crate::engine::sim::{Answer, Sim, agent, done, fail_final, file, says, trip};
+    use crate::engine::transitions::scenarios;
     use crate::engine::{RunStatus, StepStatus};
 
     #[test]
@@ -281,4 +297,11 @@ mod tests {
         );
         assert!(sim.calls_to("a.model-2").is_empty());
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s123_s125_a_call_id_given_again_gets_a_path_of_its_own,
+        s123_a_failed_or_unknown_tool_is_told_to_the_model_which_goes_on,
+        s123_s82_a_tools_tripwire_ends_the_run_tripwire_once_its_siblings_end,
+    ];
 }
