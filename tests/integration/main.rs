@@ -16,6 +16,7 @@ mod durability;
 mod full_disk;
 mod guest_sdk;
 mod hostile;
+mod layering;
 mod lean_guest;
 mod loader_hardening;
 mod models;

@@ -2,7 +2,7 @@
 //! (S74, S76–S78).
 
 use super::context::{Cx, Frame};
-use super::drive::mark_cancelled;
+use super::lifecycle::mark_cancelled;
 use super::machines::agent::cancel_approvals;
 use super::nodes::{End, Item, Node, NodeKind, Phase, Seq, StepNode, StepWait};
 use super::visit::visit_seq;
@@ -78,13 +78,16 @@ fn cancel_node(node: &mut Node, frame: &Frame, now: &str, cx: &mut Cx) {
     mark_cancelled(frame, entry, cx, now.to_owned());
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use super::super::sim::{
         Answer, Sim, done, fail, file, foreach, parallel, sleep_ms, step, suspend,
     };
+    use super::super::transitions::scenarios;
     use super::super::{Event, EventKind, RunStatus, StepStatus};
 
     #[test]
@@ -329,4 +332,17 @@ mod tests {
         assert_eq!(events, ["p.z", "p.a", "p"]);
         one_event_per_cancelled_record(&sim);
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s76_s77_a_cancel_aborts_running_invocations_and_discards_what_they_return,
+        s74_s76_cancelling_a_suspended_run_cancels_its_suspended_steps,
+        s76_sleeps_and_retry_waits_end_at_once,
+        s76_no_further_item_starts_after_a_cancel,
+        s75_a_pending_run_is_cancelled_at_once_and_an_ended_one_is_refused,
+        s76_a_cancelled_suspended_step_gets_step_cancelled_with_its_item_and_iteration,
+        s76_s77_a_running_step_cancelled_when_its_invocation_returns_gets_step_cancelled,
+        s74_steps_cancelled_because_a_sibling_failed_get_step_cancelled_before_the_run_ends,
+        s76_sleeps_retry_waits_and_their_blocks_get_step_cancelled,
+    ];
 }

@@ -74,7 +74,6 @@ pub type ScopeResults = IndexMap<String, Arc<Value>, super::KeyHasher>;
 
 /// The kinds of tracking events (WORKFLOW-FORMAT.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum EventKind {
     /// The run started.

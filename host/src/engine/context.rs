@@ -1,5 +1,6 @@
-//! The context of one drive pass: where an execution sits ([`Frame`]) and what the pass may
-//! read and change ([`Cx`]): files, results, records, tokens and the commands it emits.
+//! The context of one drive pass: where an execution sits ([`Frame`]), what a resume selected
+//! ([`Selection`]) and what the pass may read and change ([`Cx`]): files, results, records,
+//! tokens and the commands it emits.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -14,18 +15,9 @@ use super::invocation::InvocationResult;
 use super::model::{EntryDef, FileId, Graph};
 use super::nodes::{NodeKind, Seq, StepNode, StepWait};
 use super::records::{ErrorInfo, ItemRecord, StepRecord, StepStatus};
-use super::resume::Selection;
 use super::state::FileState;
 use super::time::{Millis, rfc3339};
 use super::visit::visit_seq;
-
-/// `{ key: value }`, built directly: `json!` would serialize a borrowed value into a copy,
-/// slower than cloning it.
-pub(crate) fn object_of(key: &str, value: Value) -> Value {
-    let mut map = Map::with_capacity(1);
-    map.insert(key.to_owned(), value);
-    Value::Object(map)
-}
 
 /// Where an execution sits: its file instance, visible scopes, item and iteration.
 #[derive(Clone)]
@@ -55,6 +47,27 @@ impl Frame {
             iteration: None,
             in_item: false,
         }
+    }
+}
+
+/// The suspended steps a resume selects, with its checked data (S67–S69, S62).
+pub(crate) struct Selection {
+    /// The one path selected (S68).
+    pub(crate) path: String,
+    /// The foreach items selected; empty when not inside a foreach.
+    pub(crate) indexes: Vec<u32>,
+    /// The resume data, defaults filled.
+    pub(crate) data: Value,
+}
+
+impl Selection {
+    /// Whether the execution at `path`, in the foreach item of `frame` if any, is selected.
+    pub(crate) fn selects(&self, path: &str, frame: &Frame) -> bool {
+        self.path == path
+            && (self.indexes.is_empty()
+                || frame
+                    .foreach_index
+                    .is_some_and(|i| self.indexes.contains(&i)))
     }
 }
 

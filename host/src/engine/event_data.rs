@@ -4,9 +4,7 @@ use std::sync::Arc;
 
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
-
-use super::context::object_of;
+use serde_json::{Map, Value};
 
 /// The data of a [`Tracking`](super::Tracking) event.
 ///
@@ -81,6 +79,14 @@ impl std::ops::Index<&str> for EventData {
             Self::Keyed(..) => &NULL,
         }
     }
+}
+
+/// `{ key: value }`, built directly: `json!` would serialize a borrowed value into a copy,
+/// slower than cloning it.
+pub(crate) fn object_of(key: &str, value: Value) -> Value {
+    let mut map = Map::with_capacity(1);
+    map.insert(key.to_owned(), value);
+    Value::Object(map)
 }
 
 #[cfg(test)]

@@ -80,9 +80,8 @@ pub fn step_budget() -> u64 {
 }
 
 /// Sets [`step_budget`] for every evaluation in this process from now on (at least 1).
-/// [`Runtime::open`](crate::driver::Runtime::open) sets it from
-/// [`RuntimeConfig::expr_steps`](crate::driver::RuntimeConfig::expr_steps), which the CLI takes
-/// from `--expr-steps` / `WEFT_EXPR_STEPS`.
+/// The driver's runtime sets it when it opens, from its configuration's `expr_steps`, which the
+/// CLI takes from `--expr-steps` / `WEFT_EXPR_STEPS`.
 pub fn set_step_budget(steps: u64) {
     STEP_BUDGET.store(steps.max(1), Ordering::Relaxed);
 }

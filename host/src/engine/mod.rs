@@ -6,8 +6,10 @@
 //! The data: [`model`] (the graph), `state` (a run), `nodes` (its execution tree), `records`
 //! (what the run record shows per entry), `events` (what comes in), `commands` (what goes
 //! out); all re-exported here. The machinery: [`advance`] takes an event; the drive pass
-//! (`drive`, `context`, `settle`) moves every execution under way; one machine per construct
-//! (`machines/`) decides what its kind does; `resume`, `cancel` and `replay` handle the
+//! (`drive`, `context`, `settle`) moves every execution under way; `lifecycle` starts and ends
+//! each execution (its record, its events, what `.steps` sees); one machine per construct
+//! (`machines/`) decides what its kind does, each with its transition table, which
+//! `transitions` holds to the code and the tests; `resume`, `cancel` and `replay` handle the
 //! run-wide requests.
 
 pub mod expr;
@@ -25,6 +27,7 @@ mod context;
 mod drive;
 mod event_data;
 mod events;
+mod lifecycle;
 mod machines;
 mod nodes;
 mod patches;
@@ -35,6 +38,7 @@ mod settle;
 mod start;
 mod state;
 mod time;
+mod transitions;
 mod visit;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::collections::{HashSet, VecDeque};
 
 use indexmap::IndexMap;
 use proptest::prelude::*;
+use proptest::test_runner::{RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::json;
 
 use super::expr::Expr;
@@ -213,75 +214,159 @@ proptest! {
         shapes in prop::collection::vec(shape(), 1..4),
         bytes in prop::collection::vec(any::<u8>(), 64),
     ) {
-        prop_assume!(!shapes.iter().any(|s| nested_repeat(s, false)));
-        let g = graph(&shapes);
-        let mut run = new_run(&g, "r".into(), json!({"n": 0}), 0);
-        let mut log = Vec::new();
-        let mut emitted: Vec<EventKind> = Vec::new();
-        let mut pending: VecDeque<Command> = VecDeque::new();
-        let mut succeeded: HashSet<(String, Option<u32>, Option<u32>)> = HashSet::new();
-        let mut invoked: HashSet<u64> = HashSet::new();
-        let feed = |run: &mut super::RunState, ev: Event, log: &mut Vec<Event>, pending: &mut VecDeque<Command>, emitted: &mut Vec<EventKind>| {
-            log.push(ev.clone());
-            let cmds = advance(run, &g, ev).expect("event accepted");
-            for c in cmds {
-                if let Command::Emit(t) = &c {
-                    emitted.push(t.kind);
-                }
-                pending.push_back(c);
-            }
-        };
-        feed(&mut run, Event::Start { at: 1 }, &mut log, &mut pending, &mut emitted);
-        let mut i = 0usize;
-        let mut at = 1;
-        let mut resumes = 0;
-        while !run.status.is_ended() {
-            i += 1;
-            prop_assert!(i < 5_000, "the run never ended");
-            at += 1;
-            let Some(cmd) = pending.pop_front() else {
-                prop_assert_eq!(run.status, RunStatus::Suspended, "nothing pending but the run is {}", run.status);
-                resumes += 1;
-                prop_assert!(resumes < 200);
-                let req = ResumeRequest { step: None, label: None, foreach_index: None, data: json!({}) };
-                // Resume one suspended path at a time (several paths are ambiguous, S68).
-                let first = super::suspended(&run, &g).first().map(|s| s.path.clone());
-                let req = ResumeRequest { step: first, ..req };
-                feed(&mut run, Event::Resume { request: req, at }, &mut log, &mut pending, &mut emitted);
-                continue;
-            };
-            match cmd {
-                Command::Invoke(inv) => {
-                    prop_assert!(invoked.insert(inv.token), "token {} issued twice", inv.token);
-                    let key = (inv.call.step_path.clone(), inv.call.foreach_index, inv.call.iteration);
-                    prop_assert!(!succeeded.contains(&key), "{:?} invoked again after it succeeded", key);
-                    let r = outcome(bytes[i % bytes.len()].wrapping_add(i as u8), inv.call.attempt, inv.call.resume.is_some());
-                    if matches!(r.outcome, Ok(StepOutcome::Done(_) | StepOutcome::Bail(_))) {
-                        succeeded.insert(key);
-                    }
-                    feed(&mut run, Event::StepEnded { token: inv.token, result: Box::new(r), at }, &mut log, &mut pending, &mut emitted);
-                }
-                Command::Timer { token, .. } => {
-                    feed(&mut run, Event::TimerFired { token, at }, &mut log, &mut pending, &mut emitted);
-                }
-                Command::Abort { .. } | Command::Emit(_) => {}
-            }
-        }
-        prop_assert_eq!(emitted.first(), Some(&EventKind::RunStarted));
-        let closing: Vec<&EventKind> = emitted.iter().filter(|k| k.is_closing()).collect();
-        prop_assert_eq!(closing.len(), 1);
-        prop_assert!(emitted.last().is_some_and(|k| k.is_closing()));
-        // As the driver recovers: a snapshot taken anywhere, then the records after it.
-        let cut = usize::from(bytes[0]) % (log.len() + 1);
-        let snapshot = replay(&g, "r".into(), json!({"n": 0}), 0, log[..cut].to_vec());
-        let stored = serde_json::to_vec(&snapshot).expect("snapshot serializes");
-        let mut recovered: super::RunState = serde_json::from_slice(&stored).expect("snapshot reads back");
-        fold(&mut recovered, &g, log[cut..].to_vec());
-        prop_assert_eq!(&recovered, &run);
-        let rebuilt = replay(&g, "r".into(), json!({"n": 0}), 0, log);
-        prop_assert_eq!(&rebuilt, &run);
-        let stored = serde_json::to_value(&run).expect("state serializes");
-        let back: super::RunState = serde_json::from_value(stored).expect("state deserializes");
-        prop_assert_eq!(&back, &run);
+        run_case(shapes, bytes)?;
     }
+}
+
+/// Runs `cases` cases of the property from a fixed seed: the property tests' part of the corpus
+/// the machines' transition tables are checked against (`engine::transitions`).
+pub(super) fn fixed_seed_cases(cases: u32) {
+    let config = ProptestConfig {
+        cases,
+        max_global_rejects: 100_000,
+        ..ProptestConfig::default()
+    };
+    let rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    let cases = (
+        prop::collection::vec(shape(), 1..4),
+        prop::collection::vec(any::<u8>(), 64),
+    );
+    if let Err(e) = runner.run(&cases, |(shapes, bytes)| run_case(shapes, bytes)) {
+        panic!("the property fails from the fixed seed: {e}");
+    }
+}
+
+/// One case of the property: the run of `shapes` with outcomes drawn from `bytes`.
+fn run_case(shapes: Vec<Shape>, bytes: Vec<u8>) -> Result<(), TestCaseError> {
+    prop_assume!(!shapes.iter().any(|s| nested_repeat(s, false)));
+    let g = graph(&shapes);
+    let mut run = new_run(&g, "r".into(), json!({"n": 0}), 0);
+    let mut log = Vec::new();
+    let mut emitted: Vec<EventKind> = Vec::new();
+    let mut pending: VecDeque<Command> = VecDeque::new();
+    let mut succeeded: HashSet<(String, Option<u32>, Option<u32>)> = HashSet::new();
+    let mut invoked: HashSet<u64> = HashSet::new();
+    let feed = |run: &mut super::RunState,
+                ev: Event,
+                log: &mut Vec<Event>,
+                pending: &mut VecDeque<Command>,
+                emitted: &mut Vec<EventKind>| {
+        log.push(ev.clone());
+        let cmds = advance(run, &g, ev).expect("event accepted");
+        for c in cmds {
+            if let Command::Emit(t) = &c {
+                emitted.push(t.kind);
+            }
+            pending.push_back(c);
+        }
+    };
+    feed(
+        &mut run,
+        Event::Start { at: 1 },
+        &mut log,
+        &mut pending,
+        &mut emitted,
+    );
+    let mut i = 0usize;
+    let mut at = 1;
+    let mut resumes = 0;
+    while !run.status.is_ended() {
+        i += 1;
+        prop_assert!(i < 5_000, "the run never ended");
+        at += 1;
+        let Some(cmd) = pending.pop_front() else {
+            prop_assert_eq!(
+                run.status,
+                RunStatus::Suspended,
+                "nothing pending but the run is {}",
+                run.status
+            );
+            resumes += 1;
+            prop_assert!(resumes < 200);
+            let req = ResumeRequest {
+                step: None,
+                label: None,
+                foreach_index: None,
+                data: json!({}),
+            };
+            // Resume one suspended path at a time (several paths are ambiguous, S68).
+            let first = super::suspended(&run, &g).first().map(|s| s.path.clone());
+            let req = ResumeRequest { step: first, ..req };
+            feed(
+                &mut run,
+                Event::Resume { request: req, at },
+                &mut log,
+                &mut pending,
+                &mut emitted,
+            );
+            continue;
+        };
+        match cmd {
+            Command::Invoke(inv) => {
+                prop_assert!(
+                    invoked.insert(inv.token),
+                    "token {} issued twice",
+                    inv.token
+                );
+                let key = (
+                    inv.call.step_path.clone(),
+                    inv.call.foreach_index,
+                    inv.call.iteration,
+                );
+                prop_assert!(
+                    !succeeded.contains(&key),
+                    "{:?} invoked again after it succeeded",
+                    key
+                );
+                let r = outcome(
+                    bytes[i % bytes.len()].wrapping_add(i as u8),
+                    inv.call.attempt,
+                    inv.call.resume.is_some(),
+                );
+                if matches!(r.outcome, Ok(StepOutcome::Done(_) | StepOutcome::Bail(_))) {
+                    succeeded.insert(key);
+                }
+                feed(
+                    &mut run,
+                    Event::StepEnded {
+                        token: inv.token,
+                        result: Box::new(r),
+                        at,
+                    },
+                    &mut log,
+                    &mut pending,
+                    &mut emitted,
+                );
+            }
+            Command::Timer { token, .. } => {
+                feed(
+                    &mut run,
+                    Event::TimerFired { token, at },
+                    &mut log,
+                    &mut pending,
+                    &mut emitted,
+                );
+            }
+            Command::Abort { .. } | Command::Emit(_) => {}
+        }
+    }
+    prop_assert_eq!(emitted.first(), Some(&EventKind::RunStarted));
+    let closing: Vec<&EventKind> = emitted.iter().filter(|k| k.is_closing()).collect();
+    prop_assert_eq!(closing.len(), 1);
+    prop_assert!(emitted.last().is_some_and(|k| k.is_closing()));
+    // As the driver recovers: a snapshot taken anywhere, then the records after it.
+    let cut = usize::from(bytes[0]) % (log.len() + 1);
+    let snapshot = replay(&g, "r".into(), json!({"n": 0}), 0, log[..cut].to_vec());
+    let stored = serde_json::to_vec(&snapshot).expect("snapshot serializes");
+    let mut recovered: super::RunState =
+        serde_json::from_slice(&stored).expect("snapshot reads back");
+    fold(&mut recovered, &g, log[cut..].to_vec());
+    prop_assert_eq!(&recovered, &run);
+    let rebuilt = replay(&g, "r".into(), json!({"n": 0}), 0, log);
+    prop_assert_eq!(&rebuilt, &run);
+    let stored = serde_json::to_value(&run).expect("state serializes");
+    let back: super::RunState = serde_json::from_value(stored).expect("state deserializes");
+    prop_assert_eq!(&back, &run);
+    Ok(())
 }

@@ -18,7 +18,6 @@ fn present_shared<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Arc<V
 
 /// An error as records and events show it (S83).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct ErrorInfo {
     /// One line.
     pub message: String,
@@ -39,7 +38,6 @@ pub struct ErrorInfo {
 
 /// A tripped guardrail as the run record shows it (S82, S112).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct TripwireInfo {
     /// Why it tripped.
     pub reason: String,
@@ -53,7 +51,6 @@ pub struct TripwireInfo {
 
 /// Status of one entry's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum StepStatus {
     /// Ended with an output.
@@ -74,14 +71,12 @@ pub enum StepStatus {
 
 /// One foreach item of a step inside a foreach body (S31).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct ItemRecord {
     /// The item's index.
     pub index: u32,
     /// Where the item's execution of this step stands.
     pub status: StepStatus,
     /// What it received, shared with the run's state.
-    #[cfg_attr(feature = "server", schema(value_type = Value))]
     pub input: Arc<Value>,
     /// What it produced, shared with the run's state.
     #[serde(
@@ -89,7 +84,6 @@ pub struct ItemRecord {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present_shared"
     )]
-    #[cfg_attr(feature = "server", schema(value_type = Option<Value>))]
     pub output: Option<Arc<Value>>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,7 +94,6 @@ pub struct ItemRecord {
 
 /// The record of one entry, keyed by path in the run record (S7).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct StepRecord {
     /// Where it stands.
     pub status: StepStatus,
@@ -110,7 +103,6 @@ pub struct StepRecord {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present_shared"
     )]
-    #[cfg_attr(feature = "server", schema(value_type = Option<Value>))]
     pub input: Option<Arc<Value>>,
     /// What it produced, shared with the run's state.
     #[serde(
@@ -118,7 +110,6 @@ pub struct StepRecord {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present_shared"
     )]
-    #[cfg_attr(feature = "server", schema(value_type = Option<Value>))]
     pub output: Option<Arc<Value>>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,7 +186,6 @@ impl StepRecord {
 
 /// Where a re-run came from (S99).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct RestartedFrom {
     /// The source run.
     pub run_id: String,
@@ -205,7 +195,6 @@ pub struct RestartedFrom {
 
 /// One suspended step or item as the run record lists it (S66, S112).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct SuspendedEntry {
     /// The step's full path.
     pub path: String,

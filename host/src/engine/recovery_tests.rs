@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::invocation::{InvocationResult, StepFailure};
 use super::proptests::{Shape, graph};
+use super::transitions::scenarios;
 use super::{Command, Event, EventKind, RunState, RunStatus, advance, new_run};
 
 fn invokes(cmds: &[Command]) -> Vec<(u64, u32)> {
@@ -132,3 +133,12 @@ fn s103_a_suspended_run_stays_suspended_through_recovery() {
     assert!(cmds.is_empty());
     assert_eq!(run, before);
 }
+
+/// Every test above, by name: a part of the corpus the machines' transition tables are
+/// checked against (`engine::transitions`).
+pub(super) const SCENARIOS: &[(&str, fn())] = scenarios![
+    s114_a_pending_run_is_started_by_recovery,
+    s56_s102_s103_recovery_issues_the_in_flight_invocation_again_with_its_attempt_and_logs_it,
+    s103_sleeps_keep_their_absolute_wake_instant_across_recovery,
+    s103_a_suspended_run_stays_suspended_through_recovery,
+];

@@ -31,13 +31,16 @@ pub fn replay(
     run
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use super::super::sim::{
         Sim, done, fail, file, foreach, map, parallel, sleep_ms, step, suspend,
     };
+    use super::super::transitions::scenarios;
     use super::super::{RunState, RunStatus};
     use super::*;
 
@@ -78,4 +81,8 @@ mod tests {
             assert_eq!(state, sim.run, "snapshot after {cut} events");
         }
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] =
+        scenarios![s100_a_snapshot_anywhere_with_the_records_after_it_folds_to_the_live_state,];
 }

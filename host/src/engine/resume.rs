@@ -1,9 +1,7 @@
-//! Resume selection: which suspended steps a resume names, and the run's `suspended` list
-//! (S62, S66–S69).
+//! Resume selection: which suspended steps a resume names (checked into a
+//! [`Selection`]), and the run's `suspended` list (S62, S66–S69).
 
-use serde_json::Value;
-
-use super::context::Frame;
+use super::context::Selection;
 use super::events::{Refusal, ResumeRequest};
 use super::machines::agent::{approval_schema, approvals};
 use super::model::{EntryId, EntryKind, Graph};
@@ -12,27 +10,6 @@ use super::records::SuspendedEntry;
 use super::schema::{self, Schema};
 use super::state::{RunState, RunStatus};
 use super::visit::visit_seq;
-
-/// The suspended steps a resume selects, with its checked data (S67–S69, S62).
-pub(crate) struct Selection {
-    /// The one path selected (S68).
-    pub(crate) path: String,
-    /// The foreach items selected; empty when not inside a foreach.
-    pub(crate) indexes: Vec<u32>,
-    /// The resume data, defaults filled.
-    pub(crate) data: Value,
-}
-
-impl Selection {
-    /// Whether the execution at `path`, in the foreach item of `frame` if any, is selected.
-    pub(crate) fn selects(&self, path: &str, frame: &Frame) -> bool {
-        self.path == path
-            && (self.indexes.is_empty()
-                || frame
-                    .foreach_index
-                    .is_some_and(|i| self.indexes.contains(&i)))
-    }
-}
 
 /// Checks a resume against the run and picks the one path it resumes, or refuses (S67–S69).
 pub(crate) fn select_resume(
@@ -192,11 +169,14 @@ pub fn suspended(run: &RunState, graph: &Graph) -> Vec<SuspendedEntry> {
         .collect()
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::{Value, json};
 
     use super::super::sim::{Sim, file, foreach, parallel, step, suspend};
+    use super::super::transitions::scenarios;
     use super::super::{Refusal, RunStatus};
 
     /// Three suspended paths: `p.a` (label x), `p.b` (labels x, y) and both items of `p.f.s`.
@@ -371,4 +351,14 @@ mod tests {
             .expect("the last one");
         assert_eq!(sim.status(), RunStatus::Success);
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s69_a_run_that_is_not_suspended_is_refused,
+        s67_step_together_with_label_is_refused,
+        s68_a_selection_of_several_paths_is_ambiguous_and_lists_them_in_suspended_order,
+        s69_a_step_label_or_item_that_is_not_suspended_is_refused_with_what_is,
+        s62_resume_data_breaking_the_resume_schema_is_refused_and_changes_nothing,
+        s67_s68_a_label_prefix_or_item_selects_exactly_what_it_names,
+    ];
 }

@@ -7,8 +7,9 @@ use serde_json::{Map, Value, json};
 
 use super::cancel::cancel_suspended_in;
 use super::commands::{Command, EventKind, Tracking};
-use super::context::{Cx, Frame, object_of};
-use super::drive::end_node;
+use super::context::{Cx, Frame};
+use super::event_data::object_of;
+use super::lifecycle::end_node;
 use super::model::{EntryDef, Graph};
 use super::nodes::{End, Node, NodeKind, Phase};
 use super::resume::suspended;

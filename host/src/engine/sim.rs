@@ -424,6 +424,26 @@ pub(crate) fn bail(value: Value) -> Answer {
     reply(Ok(StepOutcome::Bail(value)))
 }
 
+/// A model reply as the model executor gives it: text, tool calls `(id, name, arguments)`,
+/// usage, and the assistant message.
+pub(crate) fn says(text: &str, calls: &[(&str, &str, Value)], usage: (u64, u64)) -> Answer {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, arguments)| json!({"id": id, "name": name, "arguments": arguments}))
+        .collect();
+    let mut message = json!({"role": "assistant", "content": text});
+    if !calls.is_empty() {
+        message["tool_calls"] = json!(calls);
+    }
+    done(json!({
+        "text": text,
+        "tool_calls": calls,
+        "usage": {"input_tokens": usage.0, "output_tokens": usage.1},
+        "finish": if calls.is_empty() { "stop" } else { "tool_calls" },
+        "message": message,
+    }))
+}
+
 fn reply(outcome: Result<StepOutcome, StepFailure>) -> Answer {
     Answer::Reply(Box::new(InvocationResult {
         outcome,

@@ -19,7 +19,6 @@ pub const STATE_FORMAT: u32 = 1;
 
 /// Where a run stands (WORKFLOW-FORMAT.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
     /// Stored, not started yet (S114).

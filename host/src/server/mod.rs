@@ -3,7 +3,8 @@
 //! The routes, the error shape and the guards are described in `docs/SERVER.md`; this module
 //! wires them: `api` holds the handlers, `catalog` the workflows directory, `guard` the
 //! host, origin and token checks, `listen` the connection limits, `openapi` the OpenAPI
-//! document, `ui` the web console (a single page and its embedded script and style).
+//! document, `schemas` how that document describes the engine's types, `ui` the web console
+//! (a single page and its embedded script and style).
 //! [`ServeConfig`] holds what the server allows and its limits.
 
 mod api;
@@ -14,6 +15,7 @@ mod guard;
 mod listen;
 mod metrics;
 mod openapi;
+mod schemas;
 mod ui;
 
 use std::net::SocketAddr;

@@ -1,20 +1,42 @@
 //! The branch machine: every arm whose test holds, tested once before any starts; arms not
 //! taken are `skipped` (S21, S22). Also a branch arm's `do:` list, a group (S107).
+//!
+//! ## Transitions of `branch`
+//!
+//! | Row | From | Event or condition | To | Issues |
+//! |-----|------|--------------------|----|--------|
+//! | `start` | new | every arm's test, tested once, holds or not (S21) | running | record, `step-started`; arms not taken recorded `skipped` (S22), those taken start |
+//! | `test-error` | new | an arm's test errs | failed | record, `step-started`, `step-failed` (`expression-error`) |
+//! | `wait` | running, suspended | after a pass, an arm taken still runs | running | — |
+//! | `suspend` | running | no arm runs, one is suspended and none ended otherwise | suspended | nothing (S90) |
+//! | `succeed` | running, suspended | every arm taken succeeded, or none was taken | succeeded | record, `step-succeeded` with each taken arm's output by id (`{}` for none), `.steps` |
+//! | `end` | running, suspended | no arm runs and one ended otherwise, or a cancel: tripwire, then failure, then bail (S19) | as that arm | suspended arms `step-cancelled`; record, the closing event |
+//!
+//! ## Transitions of `group`
+//!
+//! | Row | From | Event or condition | To | Issues |
+//! |-----|------|--------------------|----|--------|
+//! | `start` | new | the pass reaches it | running | record, `step-started`; its list starts with the group's input |
+//! | `wait` | running, suspended | after a pass, its list still runs | running | — |
+//! | `suspend` | running | its list suspended | suspended | nothing (S90) |
+//! | `succeed` | running, suspended | its list succeeded (S107) | succeeded | record, `step-succeeded` with its last entry's output, `.steps` |
+//! | `end` | running, suspended | its list ended otherwise (failure, tripwire, bail, cancel) | as its list | record, the closing event |
+//!
+//! Each row is marked where the code takes it (`transition!`, see `engine::transitions`).
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{drive_node, drive_seq, end_node, follow_seq, start_block};
-use crate::engine::model::{BranchArm, EntryDef, EntryId};
+use crate::engine::drive::{drive_node, drive_seq, follow_seq};
+use crate::engine::lifecycle::{end_node, start_block};
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
 use crate::engine::settle::finish_arms;
+use crate::engine::transitions::transition;
 
 /// Tests the arms when the branch starts, drives those taken, and settles once none runs.
-pub(crate) fn drive_branch(
-    node: &mut Node,
-    entry: &EntryDef,
-    arms: &[BranchArm],
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Branch { arms } = &entry.kind else {
+        return;
+    };
     let graph = cx.graph;
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
@@ -26,6 +48,7 @@ pub(crate) fn drive_branch(
                 Ok(true) => taken.push(Some(Node::new(arm.entry, node.input.clone()))),
                 Ok(false) => taken.push(None),
                 Err(e) => {
+                    transition!("branch", "test-error");
                     let err = cx.error(
                         frame,
                         &entry.path,
@@ -40,6 +63,7 @@ pub(crate) fn drive_branch(
                 }
             }
         }
+        transition!("branch", "start");
         for (arm, t) in arms.iter().zip(&taken) {
             if t.is_none() {
                 cx.record_skipped(frame, graph.entry(arm.entry));
@@ -54,17 +78,23 @@ pub(crate) fn drive_branch(
         drive_node(arm, frame, cx);
     }
     finish_arms(node, entry, frame, cx);
+    // The row this pass took, by where it left the execution.
+    #[cfg(test)]
+    match &node.phase {
+        Phase::New | Phase::Running => transition!("branch", "wait"),
+        Phase::Suspended => transition!("branch", "suspend"),
+        Phase::Done(crate::engine::nodes::End::Success(_)) => transition!("branch", "succeed"),
+        Phase::Done(_) => transition!("branch", "end"),
+    }
 }
 
 /// Runs a branch arm's `do:` list as one sequence with the group's own record.
-pub(crate) fn drive_group(
-    node: &mut Node,
-    entry: &EntryDef,
-    body: &[EntryId],
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive_group(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Group { body } = &entry.kind else {
+        return;
+    };
     if node.phase == Phase::New {
+        transition!("group", "start");
         start_block(node, entry, frame, cx);
         node.kind = NodeKind::Nested(Seq::new(
             ListRef::Body(node.entry),
@@ -77,13 +107,24 @@ pub(crate) fn drive_group(
     };
     drive_seq(seq, frame, cx);
     follow_seq(node, entry, frame, cx);
+    // The row this pass took, by where it left the execution.
+    #[cfg(test)]
+    match &node.phase {
+        Phase::New | Phase::Running => transition!("group", "wait"),
+        Phase::Suspended => transition!("group", "suspend"),
+        Phase::Done(crate::engine::nodes::End::Success(_)) => transition!("group", "succeed"),
+        Phase::Done(_) => transition!("group", "end"),
+    }
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use crate::engine::sim::{Sim, branch, file, group, step};
+    use crate::engine::transitions::scenarios;
     use crate::engine::{EventKind, RunStatus, StepStatus};
 
     #[test]
@@ -180,4 +221,12 @@ mod tests {
         );
         assert!(sim.calls_to("b.x").is_empty());
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s21_every_arm_whose_test_holds_runs_with_the_branch_input,
+        s22_arms_not_taken_are_skipped_without_events_and_no_arm_taken_gives_an_empty_object,
+        s107_a_group_arm_runs_its_list_in_order_and_outputs_its_last_entry,
+        s21_a_test_that_errs_fails_the_branch_with_expression_error,
+    ];
 }

@@ -1,29 +1,46 @@
 //! The foreach machine: items in index order, at most `concurrency` in progress (S25–S31).
+//!
+//! ## Transitions of `foreach`
+//!
+//! | Row | From | Event or condition | To | Issues |
+//! |-----|------|--------------------|----|--------|
+//! | `start` | new | its input is an array with items | running | record, `step-started` |
+//! | `empty` | new | its input is an empty array (S25) | succeeded | record, `step-started`, `step-succeeded` with `[]` |
+//! | `not-an-array` | new | its input is not an array (S25) | failed | record, `step-started`, `step-failed` (`not-an-array`) |
+//! | `item-start` | running | a slot is free, an item waits, and no failure, bail or cancel stops more (S26, S28) | running | the item's body starts with its element |
+//! | `item-suspended` | running | an item's body suspended, not reported yet | running | `step-progress` `suspended` |
+//! | `item-ended` | running | an item's body ended (S27) | running | `step-progress` with its output, error or tripwire (none when cancelled); a failure, tripwire or bail stops further items (S28) |
+//! | `wait` | running, suspended | after a pass, an item still runs | running | — |
+//! | `suspend` | running | no item runs, one is suspended and none ended otherwise | suspended | nothing (S90) |
+//! | `succeed` | running, suspended | every item succeeded (S27) | succeeded | record, `step-succeeded` with the outputs in index order, `.steps` |
+//! | `end` | running, suspended | no item runs and one ended otherwise, or a cancel: tripwire, then failure, then bail, the lowest index first (S19, S28) | as that item | the items' scopes dropped, suspended items `step-cancelled`; record, the closing event |
+//!
+//! Each row is marked where the code takes it (`transition!`, see `engine::transitions`).
 
 use serde_json::{Map, Value, json};
 
 use crate::engine::cancel::cancel_suspended_in;
 use crate::engine::commands::EventKind;
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{drive_seq, end_node, start_block};
+use crate::engine::drive::drive_seq;
+use crate::engine::lifecycle::{end_node, start_block};
 use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, ForeachNode, Item, ListRef, Node, NodeKind, Phase, Seq};
 use crate::engine::settle::{Settled, settle_ends};
+use crate::engine::transitions::transition;
 
 /// Starts items in index order while slots are free, drives those in progress, and settles
 /// the foreach once none runs (S26–S28).
-pub(crate) fn drive_foreach(
-    node: &mut Node,
-    entry: &EntryDef,
-    concurrency: u32,
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Foreach { concurrency, body } = &entry.kind else {
+        return;
+    };
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
         let len = match &*node.input {
             Value::Array(a) => a.len(),
             other => {
+                transition!("foreach", "not-an-array");
                 let err = cx.error(
                     frame,
                     &entry.path,
@@ -39,9 +56,11 @@ pub(crate) fn drive_foreach(
             }
         };
         if len == 0 {
+            transition!("foreach", "empty");
             end_node(node, entry, frame, cx, End::Success(json!([]).into()));
             return;
         }
+        transition!("foreach", "start");
         node.kind = NodeKind::Foreach(ForeachNode {
             items: vec![Item::Pending; len],
             done: 0,
@@ -50,9 +69,6 @@ pub(crate) fn drive_foreach(
             stopped: false,
         });
     }
-    let EntryKind::Foreach { body, .. } = &entry.kind else {
-        return;
-    };
     let NodeKind::Foreach(fe) = &mut node.kind else {
         return;
     };
@@ -89,6 +105,7 @@ pub(crate) fn drive_foreach(
                 Phase::New | Phase::Running => *reported_suspended = false,
                 Phase::Suspended => {
                     if !*reported_suspended {
+                        transition!("foreach", "item-suspended");
                         *reported_suspended = true;
                         let done = fe.done;
                         cx.emit(
@@ -117,6 +134,7 @@ pub(crate) fn drive_foreach(
                             continue;
                         }
                     };
+                    transition!("foreach", "item-ended");
                     if matches!(end, End::Success(_)) {
                         fe.done += 1;
                     }
@@ -152,13 +170,14 @@ pub(crate) fn drive_foreach(
             at += 1;
         }
         let blocked = cx.cancelling || cx.bailed(frame).is_some() || fe.stopped;
-        let slots = (concurrency.max(1) as usize).saturating_sub(fe.active.len());
+        let slots = ((*concurrency).max(1) as usize).saturating_sub(fe.active.len());
         let mut started = 0;
         if !blocked {
             let Value::Array(elements) = &*node.input else {
                 return;
             };
             while started < slots && (fe.started as usize) < total {
+                transition!("foreach", "item-start");
                 let i = fe.started as usize;
                 fe.items[i] = Item::Active {
                     body: Seq::new(ListRef::Body(node.entry), body[0], elements[i].clone()),
@@ -177,6 +196,7 @@ pub(crate) fn drive_foreach(
         matches!(&fe.items[i as usize], Item::Active { body, .. } if matches!(body.phase, Phase::Running | Phase::New))
     });
     if running {
+        transition!("foreach", "wait");
         node.phase = Phase::Running;
         return;
     }
@@ -193,6 +213,7 @@ pub(crate) fn drive_foreach(
     let settled = settle_ends(phases.iter().filter(|p| **p != Phase::New), frame, cx);
     let end = match settled {
         Settled::Suspended => {
+            transition!("foreach", "suspend");
             node.phase = Phase::Suspended;
             return;
         }
@@ -202,19 +223,25 @@ pub(crate) fn drive_foreach(
             node.phase = Phase::Running;
             return;
         }
-        Settled::AllSucceeded => End::Success(
-            Value::Array(
-                fe.items
-                    .iter()
-                    .map(|it| match it {
-                        Item::Done(End::Success(v)) => Value::clone(v),
-                        _ => Value::Null,
-                    })
-                    .collect(),
+        Settled::AllSucceeded => {
+            transition!("foreach", "succeed");
+            End::Success(
+                Value::Array(
+                    fe.items
+                        .iter()
+                        .map(|it| match it {
+                            Item::Done(End::Success(v)) => Value::clone(v),
+                            _ => Value::Null,
+                        })
+                        .collect(),
+                )
+                .into(),
             )
-            .into(),
-        ),
-        Settled::End(end) => end,
+        }
+        Settled::End(end) => {
+            transition!("foreach", "end");
+            end
+        }
     };
     let prefix = format!("{}/{}#", frame.scopes[0], entry.path);
     cx.results.retain(|k, _| !k.starts_with(&prefix));
@@ -233,11 +260,14 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::{Value, json};
 
     use crate::engine::sim::{Answer, Sim, done, fail, file, foreach, sleep_ms, step, suspend};
+    use crate::engine::transitions::scenarios;
     use crate::engine::{EventKind, RunStatus, StepStatus};
 
     fn items(concurrency: u32) -> crate::engine::sim::FileSpec {
@@ -378,4 +408,14 @@ mod tests {
         assert_eq!(sim.run.result, Some(json!([])));
         assert!(sim.calls.is_empty());
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s26_items_start_in_index_order_and_concurrency_bounds_those_in_progress,
+        s26_a_suspended_item_holds_its_slot_so_concurrency_one_runs_items_strictly_in_turn,
+        s27_element_i_of_the_output_is_item_is_output_whatever_order_items_finish_in,
+        s28_a_failed_item_stops_further_items_those_in_progress_end_and_the_lowest_index_wins,
+        s26_an_item_moves_on_its_own_timer_or_result_while_the_others_in_progress_wait,
+        s25_an_input_that_is_not_an_array_fails_and_an_empty_one_succeeds_with_no_items,
+    ];
 }

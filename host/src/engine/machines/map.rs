@@ -1,38 +1,53 @@
 //! The map machine: one expression, one value, recorded and evented like a step (S40).
+//!
+//! ## Transitions of `map`
+//!
+//! | Row | From | Event or condition | To | Issues |
+//! |-----|------|--------------------|----|--------|
+//! | `value` | new | its expression gives one value | succeeded | record, `step-started`, `step-succeeded`, `.steps` |
+//! | `expression-error` | new | its expression fails, or gives no value or several | failed | record, `step-started`, `step-failed` (`expression-error`) |
+//!
+//! Each row is marked where the code takes it (`transition!`, see `engine::transitions`).
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{end_node, start_block};
-use crate::engine::expr::Expr;
-use crate::engine::model::EntryDef;
+use crate::engine::lifecycle::{end_node, start_block};
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, Node};
+use crate::engine::transitions::transition;
 
 /// Evaluates the map's expression and ends it with the value or an `expression-error`.
-pub(crate) fn drive_map(
-    node: &mut Node,
-    entry: &EntryDef,
-    expr: &Expr,
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Map { expr } = &entry.kind else {
+        return;
+    };
     start_block(node, entry, frame, cx);
     let input = cx.expr_input(frame, &node.input);
     let end = match expr.eval_one(&input) {
-        Ok(v) => End::Success(v.into()),
-        Err(e) => End::Failed(cx.error(
-            frame,
-            &entry.path,
-            "expression-error",
-            format!("map {}: {e}", entry.path),
-        )),
+        Ok(v) => {
+            transition!("map", "value");
+            End::Success(v.into())
+        }
+        Err(e) => {
+            transition!("map", "expression-error");
+            End::Failed(cx.error(
+                frame,
+                &entry.path,
+                "expression-error",
+                format!("map {}: {e}", entry.path),
+            ))
+        }
     };
     end_node(node, entry, frame, cx, end);
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use crate::engine::sim::{Sim, file, map, step};
+    use crate::engine::transitions::scenarios;
     use crate::engine::{EventKind, RunStatus, StepStatus};
 
     #[test]
@@ -68,4 +83,10 @@ mod tests {
             assert!(sim.calls_to("after").is_empty());
         }
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s40_a_map_outputs_its_one_value_and_is_recorded_and_evented_like_a_step,
+        s40_an_error_no_value_or_several_values_fail_with_expression_error,
+    ];
 }

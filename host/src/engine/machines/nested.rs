@@ -1,28 +1,45 @@
 //! The nested-workflow machine: another file as one entry, with its own input and state
 //! (S41–S45).
+//!
+//! ## Transitions of `workflow`
+//!
+//! | Row | From | Event or condition | To | Issues |
+//! |-----|------|--------------------|----|--------|
+//! | `start` | new | its input and state pass their schemas (S41, S43) | running | record, `step-started`; the file's instance (input, state from its initial state under the parent's), its first entry |
+//! | `invalid-input` | new | its input breaks the file's input schema (S41) | failed | record, `step-started`, `step-failed` (`invalid-input`) |
+//! | `invalid-state` | new | its first state breaks the file's state schema | failed | record, `step-started`, `step-failed` (`invalid-state`) |
+//! | `wait` | running, suspended | after a pass, its file still runs | running | — |
+//! | `resumed` | suspended | its file runs again (S45) | running | record `running` |
+//! | `suspend` | running | its file suspended (S45) | suspended | record `suspended` |
+//! | `succeed` | running, suspended | its file succeeded (or bailed) and its steps wrote no state | succeeded | record, `step-succeeded`, `.steps` |
+//! | `merge` | running, suspended | its file succeeded (or bailed) and the keys its steps wrote merge into the parent's state (S43) | succeeded | the parent's state patched; record, `step-succeeded`, `.steps` |
+//! | `merge-failed` | running, suspended | the keys its steps wrote break the parent's state schema | failed | record, `step-failed` |
+//! | `end` | running, suspended | its file ended otherwise: failure, tripwire, cancel (S44) | as its file | its patches dropped; record, the closing event |
+//!
+//! Each row is marked where the code takes it (`transition!`, see `engine::transitions`).
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{drive_seq, end_node, start_block};
-use crate::engine::model::{EntryDef, FileId};
+use crate::engine::drive::drive_seq;
+use crate::engine::lifecycle::{end_node, start_block};
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
 use crate::engine::patches::apply_patches;
 use crate::engine::records::StepStatus;
 use crate::engine::schema;
 use crate::engine::state::FileState;
+use crate::engine::transitions::transition;
 
 /// Starts the nested file with its own input and state, drives it, and merges the keys its
 /// steps wrote into the parent state when it succeeds (S41–S45).
-pub(crate) fn drive_nested(
-    node: &mut Node,
-    entry: &EntryDef,
-    file_id: FileId,
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Workflow { file: file_id } = &entry.kind else {
+        return;
+    };
+    let file_id = *file_id;
     let key = format!("{}/{}", frame.scopes[0], entry.path);
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
@@ -31,6 +48,7 @@ pub(crate) fn drive_nested(
         if let Some(schema) = &file.input_schema
             && let Err(v) = schema.fill_and_check(&mut input)
         {
+            transition!("workflow", "invalid-input");
             let mut err = cx.error(
                 frame,
                 &entry.path,
@@ -52,6 +70,7 @@ pub(crate) fn drive_nested(
         if let Some(schema) = &file.state_schema
             && let Err(v) = schema.check(&state)
         {
+            transition!("workflow", "invalid-state");
             let mut err = cx.error(
                 frame,
                 &entry.path,
@@ -62,6 +81,7 @@ pub(crate) fn drive_nested(
             end_node(node, entry, frame, cx, End::Failed(err));
             return;
         }
+        transition!("workflow", "start");
         let input = Arc::new(input);
         cx.files.insert(
             key.clone(),
@@ -89,13 +109,16 @@ pub(crate) fn drive_nested(
     drive_seq(seq, &inner, cx);
     match seq.phase.clone() {
         Phase::New | Phase::Running => {
+            transition!("workflow", "wait");
             if node.phase == Phase::Suspended {
+                transition!("workflow", "resumed");
                 set_status(entry, frame, cx, StepStatus::Running);
             }
             node.phase = Phase::Running;
         }
         Phase::Suspended => {
             if node.phase != Phase::Suspended {
+                transition!("workflow", "suspend");
                 set_status(entry, frame, cx, StepStatus::Suspended);
             }
             node.phase = Phase::Suspended;
@@ -114,11 +137,16 @@ pub(crate) fn drive_nested(
                         })
                         .unwrap_or_default();
                     if patch.is_empty() {
+                        transition!("workflow", "succeed");
                         End::Success(v)
                     } else {
                         match apply_patches(cx, frame, entry, &[Value::Object(patch)]) {
-                            Ok(()) => End::Success(v),
+                            Ok(()) => {
+                                transition!("workflow", "merge");
+                                End::Success(v)
+                            }
                             Err(f) => {
+                                transition!("workflow", "merge-failed");
                                 let mut err = cx.error(frame, &entry.path, &f.code, f.message);
                                 err.details = f.details;
                                 End::Failed(err)
@@ -126,7 +154,10 @@ pub(crate) fn drive_nested(
                         }
                     }
                 }
-                other => other,
+                other => {
+                    transition!("workflow", "end");
+                    other
+                }
             };
             end_node(node, entry, frame, cx, end);
         }
@@ -145,11 +176,15 @@ fn set_status(entry: &EntryDef, frame: &Frame, cx: &mut Cx, status: StepStatus) 
     });
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
+    use crate::engine::schema::Schema;
     use crate::engine::sim::{Answer, Sim, done, fail, file, step, suspend, workflow};
+    use crate::engine::transitions::scenarios;
     use crate::engine::{RunStatus, StepStatus};
 
     #[test]
@@ -322,4 +357,67 @@ mod tests {
             assert_eq!(sim.record(path).status, StepStatus::Success, "{path}");
         }
     }
+
+    /// Gives the file `id` of `sim`'s graph the state schema `schema`.
+    fn state_schema(sim: &mut Sim, id: &str, schema: serde_json::Value) {
+        if let Some(file) = sim.graph.files.iter_mut().find(|f| f.id == id) {
+            file.state_schema = Some(Schema::new(schema));
+        }
+    }
+
+    #[test]
+    fn s43_a_nested_first_state_breaking_its_state_schema_fails_the_entry_with_invalid_state() {
+        let child = file("child", vec![step("a")]).initial_state(json!({"x": "text"}));
+        let mut sim = Sim::new(file("w", vec![workflow("outer", child)]), json!({}));
+        state_schema(
+            &mut sim,
+            "child",
+            json!({"properties": {"x": {"type": "integer"}}}),
+        );
+        let sim = sim.started();
+        assert_eq!(sim.status(), RunStatus::Failed);
+        assert_eq!(
+            sim.record("outer").error.as_ref().map(|e| e.code.as_str()),
+            Some("invalid-state")
+        );
+        assert!(sim.calls_to("outer.a").is_empty());
+    }
+
+    #[test]
+    fn s43_keys_a_nested_file_wrote_that_break_the_parents_state_schema_fail_the_entry() {
+        let mut sim = Sim::new(
+            file(
+                "w",
+                vec![workflow("outer", file("child", vec![step("a")])), step("z")],
+            ),
+            json!({}),
+        )
+        .on("outer.a", [done(json!(1)).patch(json!({"k": "text"}))]);
+        state_schema(
+            &mut sim,
+            "w",
+            json!({"properties": {"k": {"type": "integer"}}}),
+        );
+        let sim = sim.started();
+        assert_eq!(sim.status(), RunStatus::Failed);
+        let error = sim.record("outer").error.clone().expect("an error");
+        assert_eq!(
+            (error.code.as_str(), error.step.as_str()),
+            ("invalid-state", "outer")
+        );
+        assert_eq!(*sim.run.files[""].state, json!({}), "nothing merged");
+        assert!(sim.calls_to("z").is_empty());
+    }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s41_a_nested_file_is_one_entry_whose_inner_records_sit_under_its_path,
+        s41_an_input_breaking_the_nested_input_schema_fails_the_entry_with_invalid_input,
+        s43_nested_state_starts_from_its_initial_state_under_the_parents_and_written_keys_merge_back,
+        s43_s44_an_inner_failure_drops_the_nested_patches_and_fails_the_entry_with_the_same_error,
+        s45_an_inner_suspension_at_any_depth_is_listed_by_full_path_resumed_by_prefix_and_continues,
+        s45_every_enclosing_workflow_entry_is_suspended_while_an_inner_step_is_and_running_once_resumed,
+        s43_a_nested_first_state_breaking_its_state_schema_fails_the_entry_with_invalid_state,
+        s43_keys_a_nested_file_wrote_that_break_the_parents_state_schema_fail_the_entry,
+    ];
 }

@@ -1,20 +1,32 @@
 //! The parallel machine: every arm at once, settled by the precedence of S19 (S18–S20).
+//!
+//! ## Transitions of `parallel`
+//!
+//! | Row | From | Event or condition | To | Issues |
+//! |-----|------|--------------------|----|--------|
+//! | `start` | new | the pass reaches it | running | record, `step-started`; every arm starts with its input |
+//! | `wait` | running, suspended | after a pass, an arm still runs | running | — |
+//! | `suspend` | running | no arm runs, one is suspended and none ended otherwise (S20) | suspended | nothing (S90) |
+//! | `succeed` | running, suspended | every arm succeeded (S18) | succeeded | record, `step-succeeded` with each arm's output by id, `.steps` |
+//! | `end` | running, suspended | no arm runs and one ended otherwise, or a cancel: tripwire, then failure, then bail (S19) | as that arm | suspended arms `step-cancelled` (S74); record, the closing event |
+//!
+//! Each row is marked where the code takes it (`transition!`, see `engine::transitions`).
 
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{drive_node, start_block};
-use crate::engine::model::{EntryDef, EntryId};
+use crate::engine::drive::drive_node;
+use crate::engine::lifecycle::start_block;
+use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{Node, NodeKind, Phase};
 use crate::engine::settle::finish_arms;
+use crate::engine::transitions::transition;
 
 /// Starts every arm with the parallel's input, drives them, and settles once none runs.
-pub(crate) fn drive_parallel(
-    node: &mut Node,
-    entry: &EntryDef,
-    arms: &[EntryId],
-    frame: &Frame,
-    cx: &mut Cx,
-) {
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Parallel { arms } = &entry.kind else {
+        return;
+    };
     if node.phase == Phase::New {
+        transition!("parallel", "start");
         start_block(node, entry, frame, cx);
         node.kind = NodeKind::Parallel(
             arms.iter()
@@ -29,15 +41,26 @@ pub(crate) fn drive_parallel(
         drive_node(arm, frame, cx);
     }
     finish_arms(node, entry, frame, cx);
+    // The row this pass took, by where it left the execution.
+    #[cfg(test)]
+    match &node.phase {
+        Phase::New | Phase::Running => transition!("parallel", "wait"),
+        Phase::Suspended => transition!("parallel", "suspend"),
+        Phase::Done(crate::engine::nodes::End::Success(_)) => transition!("parallel", "succeed"),
+        Phase::Done(_) => transition!("parallel", "end"),
+    }
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use crate::engine::sim::{
         Answer, Sim, bail, done, fail, file, group, parallel, sleep_ms, step, suspend, trip,
     };
+    use crate::engine::transitions::scenarios;
     use crate::engine::{EventKind, RunStatus, StepStatus};
 
     fn two_arms() -> crate::engine::sim::FileSpec {
@@ -164,4 +187,15 @@ mod tests {
             Some(&json!({"a": "A", "b": "B"}))
         );
     }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s18_arms_run_at_once_and_the_output_holds_each_arms_output_by_id,
+        s18_an_arm_moves_on_its_own_timer_or_result_while_the_others_wait,
+        s19_the_first_failed_arm_in_declaration_order_wins_whatever_ends_first,
+        s19_a_tripwire_beats_a_failure,
+        s19_s74_a_failure_beats_a_suspension_and_the_suspended_arm_is_cancelled,
+        s19_s79_a_bail_beats_a_suspension_and_ends_the_file_with_its_value,
+        s20_a_suspended_parallel_keeps_its_succeeded_arms_and_succeeds_once_resumed,
+    ];
 }

@@ -1,5 +1,31 @@
 //! The step machine: invoke, take the result, apply patches, retry after a wait, suspend and
-//! resume (S12–S17, S51–S56, S62–S73).
+//! resume (S12–S17, S51–S56, S62–S73). An agent's model and tool calls are steps too.
+//!
+//! ## Transitions of `step`
+//!
+//! | Row | From | Event or condition | To | Issues |
+//! |-----|------|--------------------|----|--------|
+//! | `start` | new | the pass reaches it | invoking | record `running`, `step-started`, `Invoke` |
+//! | `start-cancelled` | new | a cancel was accepted | cancelled | record, `step-cancelled` |
+//! | `input-error` | new | its `input:` expression fails (S119) | failed | record, `step-failed` (`expression-error`) |
+//! | `invalid-input` | new | its input breaks the input schema | failed | record, `step-failed` (`invalid-input`) |
+//! | `succeed` | invoking | its result: an output the output schema takes, patches that apply | succeeded | state patched, record, `step-succeeded`, `.steps` |
+//! | `suspend` | invoking | its result: a suspension whose payload checks, patches that apply | suspended | state patched, record `suspended`, `step-suspended` |
+//! | `bail` | invoking | its result: a bail, patches that apply (S79) | bailed | state patched, the file's bail value, record, `step-succeeded` with `bail` |
+//! | `late-result` | invoking | its result, after a cancel (S77) | cancelled | nothing of it; record, `step-cancelled` |
+//! | `retry-at-once` | invoking | a failed attempt that may retry, no delay (S51) | invoking | `step-retrying`, `Invoke` of the next attempt |
+//! | `retry-after-wait` | invoking | a failed attempt that may retry after a delay (S52) | retry-wait | `step-retrying`, `Timer` |
+//! | `fail` | invoking | a failed attempt that may not retry (S51, S53) | failed | record, `step-failed` |
+//! | `tripwire` | invoking | a tripped guardrail (S82) | tripwire | record, `step-failed` with the tripwire |
+//! | `reissue` | invoking | a recovery (S102) | invoking | the same `Invoke` again, logged |
+//! | `reissue-cancelled` | invoking | a recovery after a cancel | cancelled | record, `step-cancelled` |
+//! | `wait-over` | retry-wait | its timer fires | invoking | `Invoke` of the next attempt |
+//! | `wait-reissued` | retry-wait | a recovery | retry-wait | the same `Timer` again |
+//! | `wait-cancelled` | retry-wait | a cancel (S76) | cancelled | record, `step-cancelled` |
+//! | `resume` | suspended | a resume selects it (S67) | invoking | record `running`, `step-started` with `resume`, `Invoke` at attempt 0 |
+//! | `suspend-cancelled` | suspended | a cancel (S74) | cancelled | record, `step-cancelled` |
+//!
+//! Each row is marked where the code takes it (`transition!`, see `engine::transitions`).
 
 // Step failures travel by value through a few internal helpers; boxing them buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -10,18 +36,28 @@ use serde_json::{Value, json};
 
 use crate::engine::commands::{Command, EventKind, Invoke, StepsView};
 use crate::engine::context::{Cx, Frame};
-use crate::engine::drive::{end_node, mark_suspended};
 use crate::engine::event_data::EventData;
 use crate::engine::invocation::{InvocationResult, Resumption, StepCall, StepFailure, StepOutcome};
-use crate::engine::model::{EntryDef, StepDef};
+use crate::engine::lifecycle::{end_node, mark_suspended};
+use crate::engine::model::{EntryDef, EntryKind, StepDef};
 use crate::engine::nodes::{End, Node, NodeKind, Phase, StepNode, StepWait};
 use crate::engine::patches::apply_patches;
 use crate::engine::records::{StepStatus, TripwireInfo};
 use crate::engine::schema;
+use crate::engine::transitions::transition;
 
-/// Drives a plugin step: starts it, takes its invocation's result, retries after a wait,
-/// resumes it when selected, and ends it on a cancel.
-pub(crate) fn drive_step(
+/// Drives a plugin step by its entry's definition.
+pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut Cx) {
+    let EntryKind::Step(def) = &entry.kind else {
+        return;
+    };
+    drive_with(node, entry, def, frame, cx);
+}
+
+/// Drives an execution of `def` at `entry`'s path: starts it, takes its invocation's result,
+/// retries after a wait, resumes it when selected, and ends it on a cancel. An agent drives its
+/// model and tool calls so, each under a path of its own (`entry`'s kind is not read).
+pub(crate) fn drive_with(
     node: &mut Node,
     entry: &EntryDef,
     def: &StepDef,
@@ -62,15 +98,18 @@ pub(crate) fn drive_step(
             wait: StepWait::Nothing,
         });
         if cx.cancelling {
+            transition!("step", "start-cancelled");
             end_node(node, entry, frame, cx, End::Cancelled);
             return;
         }
         if let Some(message) = made {
+            transition!("step", "input-error");
             let err = cx.error(frame, &entry.path, "expression-error", message);
             end_node(node, entry, frame, cx, End::Failed(err));
             return;
         }
         if let Some(violations) = invalid {
+            transition!("step", "invalid-input");
             let mut err = cx.error(
                 frame,
                 &entry.path,
@@ -85,6 +124,7 @@ pub(crate) fn drive_step(
             end_node(node, entry, frame, cx, End::Failed(err));
             return;
         }
+        transition!("step", "start");
         invoke(node, entry, def, frame, cx);
         return;
     }
@@ -96,9 +136,11 @@ pub(crate) fn drive_step(
             let token = *token;
             if cx.reissue {
                 if cx.cancelling {
+                    transition!("step", "reissue-cancelled");
                     end_node(node, entry, frame, cx, End::Cancelled);
                     return;
                 }
+                transition!("step", "reissue");
                 let state = Arc::clone(state);
                 let attempt = step.attempt;
                 cx.reissued
@@ -113,15 +155,19 @@ pub(crate) fn drive_step(
         StepWait::Retry { token, until } => {
             let (token, until) = (*token, *until);
             if cx.cancelling {
+                transition!("step", "wait-cancelled");
                 end_node(node, entry, frame, cx, End::Cancelled);
             } else if cx.reissue {
+                transition!("step", "wait-reissued");
                 cx.cmds.push(Command::Timer { token, at: until });
             } else if cx.take_fired(token) {
+                transition!("step", "wait-over");
                 invoke(node, entry, def, frame, cx);
             }
         }
         StepWait::Resume { payload, .. } => {
             if cx.cancelling {
+                transition!("step", "suspend-cancelled");
                 step.wait = StepWait::Nothing;
                 end_node(node, entry, frame, cx, End::Cancelled);
                 return;
@@ -136,6 +182,7 @@ pub(crate) fn drive_step(
             let Some(sel) = cx.resume.as_ref() else {
                 return;
             };
+            transition!("step", "resume");
             let data = sel.data.clone();
             step.resume = Some(Resumption {
                 data: data.clone(),
@@ -234,6 +281,7 @@ fn handle_result(
 ) {
     if cx.cancelling {
         // S77: whatever returns after a cancel is discarded.
+        transition!("step", "late-result");
         if let NodeKind::Step(s) = &mut node.kind {
             s.wait = StepWait::Nothing;
         }
@@ -254,6 +302,7 @@ fn handle_result(
             };
             match checked.and_then(|()| apply_patches(cx, frame, entry, &result.patches)) {
                 Ok(()) => {
+                    transition!("step", "succeed");
                     set_wait(node, StepWait::Nothing);
                     end_node(node, entry, frame, cx, End::Success(output.into()));
                     return;
@@ -278,6 +327,7 @@ fn handle_result(
             };
             match checked.and_then(|()| apply_patches(cx, frame, entry, &result.patches)) {
                 Ok(()) => {
+                    transition!("step", "suspend");
                     suspend(node, entry, frame, cx, payload, labels);
                     return;
                 }
@@ -286,6 +336,7 @@ fn handle_result(
         }
         Ok(StepOutcome::Bail(value)) => match apply_patches(cx, frame, entry, &result.patches) {
             Ok(()) => {
+                transition!("step", "bail");
                 if let Some(file) = cx.files.get_mut(&frame.file_key) {
                     file.bailed.get_or_insert_with(|| value.clone());
                 }
@@ -334,6 +385,7 @@ fn fail_attempt(
         other => json!({ "value": other }),
     });
     if let Some(t) = &failure.tripwire {
+        transition!("step", "tripwire");
         let info = TripwireInfo {
             reason: t.reason.clone(),
             retry: t.retry,
@@ -370,8 +422,10 @@ fn fail_attempt(
             json!({ "attempt": next, "delay_ms": delay, "error": error }),
         );
         if delay == 0 {
+            transition!("step", "retry-at-once");
             invoke(node, entry, def, frame, cx);
         } else {
+            transition!("step", "retry-after-wait");
             let token = cx.token();
             let until = cx
                 .now
@@ -381,16 +435,24 @@ fn fail_attempt(
         }
         return;
     }
+    transition!("step", "fail");
     step.wait = StepWait::Nothing;
     end_node(node, entry, frame, cx, End::Failed(error));
 }
 
+/// The scenarios of this file: its tests, and a part of the corpus the machines' transition
+/// tables are checked against (`engine::transitions`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
-    use crate::engine::sim::{Sim, bail, done, fail, fail_final, file, step, suspend, trip};
-    use crate::engine::{EventKind, RunStatus, StepStatus};
+    use crate::engine::model::EntryKind;
+    use crate::engine::schema::Schema;
+    use crate::engine::sim::{
+        Answer, Sim, bail, done, fail, fail_final, file, step, suspend, trip,
+    };
+    use crate::engine::transitions::scenarios;
+    use crate::engine::{Event, EventKind, RunStatus, StepStatus};
 
     #[test]
     fn s119_an_input_expression_makes_the_invocations_input_and_its_error_invokes_nothing() {
@@ -569,4 +631,70 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn s59_an_input_breaking_the_input_schema_fails_the_step_with_invalid_input_and_invokes_nothing()
+     {
+        let mut sim = Sim::new(file("w", vec![step("a")]), json!({}));
+        let entry = sim.graph.entries.iter_mut().find(|e| e.path == "a");
+        if let Some(EntryKind::Step(def)) = entry.map(|e| &mut e.kind) {
+            def.schemas.input = Some(Schema::new(json!({"required": ["id"]})));
+        }
+        let sim = sim.started();
+        assert_eq!(sim.status(), RunStatus::Failed);
+        assert!(sim.calls.is_empty(), "nothing is invoked");
+        let rec = sim.record("a");
+        assert_eq!(rec.attempts, Some(0));
+        assert_eq!(
+            rec.error.as_ref().map(|e| e.code.as_str()),
+            Some("invalid-input")
+        );
+    }
+
+    #[test]
+    fn s76_s102_a_recovery_after_a_cancel_issues_nothing_again_and_ends_the_step_cancelled() {
+        let mut sim = Sim::new(file("w", vec![step("a")]), json!({}))
+            .on("a", [Answer::Hold])
+            .started();
+        sim.feed(Event::Cancel { at: sim.now }).expect("accepted");
+        assert_eq!(sim.status(), RunStatus::Running, "a has not returned");
+        sim.crash_and_recover();
+        assert_eq!(sim.status(), RunStatus::Cancelled);
+        assert_eq!(sim.calls_to("a").len(), 1, "nothing is issued again");
+        assert_eq!(sim.record("a").status, StepStatus::Cancelled);
+    }
+
+    #[test]
+    fn s56_s102_a_recovery_during_a_retry_wait_sets_its_timer_again() {
+        let mut sim = Sim::new(
+            file("w", vec![step("a").retry(2, 500, 1.0, None)]),
+            json!({}),
+        )
+        .on("a", [fail("x"), done(json!("ok"))]);
+        sim.feed(Event::Start { at: sim.now }).expect("started");
+        sim.drain();
+        assert_eq!(sim.timers_set.len(), 1, "a waits to retry");
+        sim.crash_and_recover();
+        let timers: Vec<_> = sim.timers_set.iter().map(|t| t.1).collect();
+        assert_eq!(timers, [1_500, 1_500], "the same wait, set again");
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.calls_to("a").len(), 2);
+    }
+
+    /// Every test above, by name.
+    pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
+        s119_an_input_expression_makes_the_invocations_input_and_its_error_invokes_nothing,
+        s51_s53_a_failing_step_is_invoked_attempts_times_with_attempts_counted_from_zero,
+        s51_a_failure_that_is_not_retryable_is_never_retried,
+        s52_retry_waits_grow_by_backoff_are_capped_and_none_comes_before_the_first_attempt,
+        s53_a_resumed_step_starts_again_at_attempt_zero_with_a_full_budget,
+        s16_s47_patches_apply_with_the_outcome_and_the_next_step_sees_them,
+        s48_a_patch_that_is_not_an_object_fails_the_attempt_and_nothing_of_it_applies,
+        s79_a_bail_ends_the_file_with_its_value_and_later_entries_never_start,
+        s82_a_tripwire_is_never_retried_and_ends_the_run_tripwire,
+        s65_a_suspension_is_recorded_and_evented_and_suspends_the_run,
+        s59_an_input_breaking_the_input_schema_fails_the_step_with_invalid_input_and_invokes_nothing,
+        s76_s102_a_recovery_after_a_cancel_issues_nothing_again_and_ends_the_step_cancelled,
+        s56_s102_a_recovery_during_a_retry_wait_sets_its_timer_again,
+    ];
 }
