@@ -16,11 +16,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use weft::driver::{Runtime, RuntimeConfig};
-use weft::engine::RunStatus;
-use weft::engine::invocation::StepCall;
-use weft::executor::{AbortHandle, DiscardEvents, EventLog, Invocation, NoRun};
-use weft::plugin::{HostConfig, Plugin, PluginHost, Sandbox};
+use weft::RunStatus;
+use weft::StepCall;
+use weft::internal::{DiscardEvents, EventLog, NoRun};
+use weft::internal::{Plugin, Sandbox};
+use weft::{AbortHandle, Invocation};
+use weft::{HostConfig, PluginHost};
+use weft::{Runtime, RuntimeConfig};
 
 /// The allocator the `weft` binary uses.
 #[global_allocator]

@@ -60,10 +60,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use tokio_postgres::{Client, NoTls};
-use weft::driver::{Runtime, RuntimeConfig};
-use weft::engine::{EventKind, RunStatus};
-use weft::plugin::HostConfig;
-use weft::workflow::LoadedWorkflow;
+use weft::HostConfig;
+use weft::LoadedWorkflow;
+use weft::{EventKind, RunStatus};
+use weft::{Runtime, RuntimeConfig};
 
 #[path = "../tests/support/pg_cluster.rs"]
 mod pg_cluster;

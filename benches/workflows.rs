@@ -38,13 +38,15 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use weft::driver::{Runtime, RuntimeConfig};
-use weft::engine::invocation::StepCall;
-use weft::engine::{ResumeRequest, RunStatus};
-use weft::executor::{DiscardEvents, Invocation, NoRun};
-use weft::plugin::{HostConfig, Plugin, PluginHost, Sandbox};
-use weft::store::{SledStore, Store};
-use weft::workflow::LoadedWorkflow;
+use weft::Invocation;
+use weft::LoadedWorkflow;
+use weft::StepCall;
+use weft::internal::{DiscardEvents, NoRun};
+use weft::internal::{Plugin, Sandbox};
+use weft::internal::{SledStore, Store};
+use weft::{HostConfig, PluginHost};
+use weft::{ResumeRequest, RunStatus};
+use weft::{Runtime, RuntimeConfig};
 
 /// The allocator the `weft` binary uses.
 #[global_allocator]

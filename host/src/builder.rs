@@ -4,9 +4,9 @@
 //! loader as `weft run`, so a built workflow gets exactly the same checks, paths and graph.
 //!
 //! ```no_run
-//! # async fn demo(rt: &weft::driver::Runtime) -> Result<(), weft::workflow::WorkflowError> {
+//! # async fn demo(rt: &weft::Runtime) -> Result<(), weft::WorkflowError> {
 //! use serde_json::json;
-//! use weft::builder::{Entry, PluginSpec, WorkflowBuilder};
+//! use weft::{Entry, PluginSpec, WorkflowBuilder};
 //!
 //! let workflow = WorkflowBuilder::new("shout-twice")
 //!     .plugin("text", PluginSpec::wasm("examples/plugins/text.wasm"))

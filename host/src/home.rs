@@ -10,17 +10,17 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// The mode of every directory weft creates in a home.
-pub const DIR_MODE: u32 = 0o700;
+pub(crate) const DIR_MODE: u32 = 0o700;
 /// The mode of every file weft creates in a home.
-pub const FILE_MODE: u32 = 0o600;
+pub(crate) const FILE_MODE: u32 = 0o600;
 
 /// Creates `dir` and any missing parents, each `0700`.
-pub fn create_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_dir(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir)
 }
 
 /// Creates a new file at `path`, `0600`; fails if it exists.
-pub fn create_file(path: &Path) -> io::Result<File> {
+pub(crate) fn create_file(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -29,7 +29,7 @@ pub fn create_file(path: &Path) -> io::Result<File> {
 }
 
 /// Makes what another program created under `dir` private: directories `0700`, files `0600`.
-pub fn restrict_tree(dir: &Path) -> io::Result<()> {
+pub(crate) fn restrict_tree(dir: &Path) -> io::Result<()> {
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
         std::fs::set_permissions(&d, Permissions::from_mode(DIR_MODE))?;
@@ -48,6 +48,6 @@ pub fn restrict_tree(dir: &Path) -> io::Result<()> {
 
 /// Makes the file (or socket) at `path` private: `0600`.
 #[cfg(feature = "cli")]
-pub fn restrict_file(path: &Path) -> io::Result<()> {
+pub(crate) fn restrict_file(path: &Path) -> io::Result<()> {
     std::fs::set_permissions(path, Permissions::from_mode(FILE_MODE))
 }

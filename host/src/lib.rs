@@ -61,53 +61,77 @@
 //! including the [`Clock`] the driver reads: a [`ManualClock`] lets tests pass hour-long sleeps
 //! at once.
 //!
-//! # Layers
+//! # What is here
 //!
-//! [`engine`] is the pure core (graph, run state, events, `advance`; no I/O, no clock),
-//! [`plugin`] runs WebAssembly components, [`store`] keeps runs durable, [`driver`] ties them
-//! together on tokio, [`workflow`] loads and checks workflow files, [`limits`] and [`run_id`]
-//! hold the size, depth and run-id rules, [`executor`] is the one seam through which a step
-//! runs, and [`builder`] and [`native`] are the Rust-side ways to write workflows and steps.
-//! With the default features, `cli` is the `weft` command line and `server` the HTTP API of
-//! `weft serve`; an embedder that needs neither turns them off (`default-features = false`)
-//! and compiles neither clap nor axum.
+//! Everything an embedder uses is at the crate root: the [`Runtime`] and its
+//! [`RuntimeConfig`]; what it hands back ([`RunRecord`], [`StepRecord`], [`StoredEvent`],
+//! [`RunStatus`], [`RunSummary`]) and takes ([`ResumeRequest`]); the Rust-side ways to write
+//! workflows and steps ([`WorkflowBuilder`], [`NativeStep`]); the seam every kind of step runs
+//! through ([`StepExecutor`], [`StepRequest`] and what an executor talks to: [`EventSink`],
+//! [`RunAccess`], [`AbortHandle`]); the plugin host's settings ([`HostConfig`]); and the
+//! errors of each. With the default features, [`server`] is the HTTP API of `weft serve`, to
+//! mount in a service of one's own, and [`dev_model`] the scripted model double of
+//! `weft dev model`; an embedder that needs neither turns them off (`default-features =
+//! false`) and compiles neither clap nor axum.
+//!
+//! Inside, the crate is layered (`docs/ARCHITECTURE.md`): a pure core (the graph, run state,
+//! events and `advance`; no I/O, no clock) at the bottom, the executor seam, the plugin host and
+//! the stores above it, the driver tying them together on tokio, and the command line and the
+//! server on top. None of those layers is public API.
 //!
 //! # The contract
 //!
 //! The behaviour is specified in the repository's `docs/`: `docs/SEMANTICS.md` (the numbered
-//! rules S1–S126 that tests are named after), `docs/WORKFLOW-FORMAT.md` (workflow files, run
-//! records, events, the command line) and `docs/ARCHITECTURE.md` (these layers and how a
+//! rules S1–S129 that tests are named after), `docs/WORKFLOW-FORMAT.md` (workflow files, run
+//! records, events, the command line) and `docs/ARCHITECTURE.md` (the layers and how a
 //! transition is made durable).
+#![warn(unreachable_pub, unnameable_types)]
 
-pub mod builder;
+mod builder;
 #[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod cli;
 #[cfg(feature = "server")]
 pub mod dev_model;
-pub mod driver;
-pub mod engine;
-pub mod executor;
-pub(crate) mod home;
-pub mod limits;
-pub mod models;
-pub mod native;
-pub mod plugin;
-pub mod run_id;
+mod driver;
+mod engine;
+mod executor;
+mod home;
+#[doc(hidden)]
+pub mod internal;
+mod limits;
+mod models;
+mod native;
+mod plugin;
+mod run_id;
 #[cfg(feature = "server")]
 pub mod server;
-pub mod store;
-pub mod workflow;
+mod store;
+mod workflow;
 
 pub use builder::{Arm, Body, Entry, PluginSpec, WorkflowBuilder};
+pub use driver::metrics::METRICS_CONTENT_TYPE;
 pub use driver::{
-    Clock, ManualClock, RunRecord, Runtime, RuntimeConfig, RuntimeError, StoredEvent, SystemClock,
+    Clock, ManualClock, Recovery, RunRecord, Runtime, RuntimeConfig, RuntimeError, StoreUrl,
+    StoredEvent, SystemClock, Unrecovered,
 };
-pub use engine::invocation::{StepCall, StepFailure, StepOutcome};
-pub use engine::{EventKind, Refusal, ResumeRequest, RunStatus};
-pub use executor::{StepExecutor, StepRequest};
+pub use engine::draw::DrawingFormat;
+pub use engine::invocation::{
+    InvocationResult, Resumption, StepCall, StepFailure, StepOutcome, Tripwire,
+};
+pub use engine::model::StepKind;
+pub use engine::schema::Violation;
+pub use engine::{
+    ErrorInfo, EventKind, Graph, ItemRecord, Refusal, RestartedFrom, ResumeRequest, RunStatus,
+    StepRecord, StepStatus, SuspendedEntry, TripwireInfo,
+};
+pub use executor::{
+    AbortHandle, EventSink, GuestEvent, Invocation, LogLevel, RunAccess, StepExecutor, StepInfo,
+    StepRequest,
+};
 pub use limits::LimitError;
 pub use native::{NativeCall, NativeStep};
-pub use plugin::{HostConfig, PluginError, PoolConfig};
+pub use plugin::{HostConfig, PluginError, PluginHost, PoolConfig, PoolUsage};
 pub use run_id::InvalidRunId;
 pub use store::{RunSummary, StoreError};
 pub use workflow::{LoadedWorkflow, WorkflowError, load_workflow};

@@ -5,7 +5,7 @@
 //! bloating the home, or being stored and then unreadable by a JSON reader with the usual
 //! recursion limit of 128. The files a workflow names have limits too ([`files`]).
 
-pub mod files;
+pub(crate) mod files;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -16,13 +16,13 @@ use serde_json::Value;
 pub const MAX_VALUE_DEPTH: usize = 64;
 
 /// One MiB.
-pub const MIB: u64 = 1 << 20;
+pub(crate) const MIB: u64 = 1 << 20;
 
 /// The default of every size limit: 2 MiB, Temporal's limit on one payload. A run stores a
 /// value several times over (in its records, its snapshot and the events it emits), so a larger
 /// value costs the home many times its size; a deployment that needs larger values raises the
 /// limits.
-pub const DEFAULT_MAX_VALUE_BYTES: u64 = 2 * MIB;
+pub(crate) const DEFAULT_MAX_VALUE_BYTES: u64 = 2 * MIB;
 
 /// A value over a limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,7 +50,7 @@ pub enum LimitError {
 }
 
 /// Whether `value` nests deeper than `max` levels; looks no deeper than `max + 1`.
-pub fn deeper_than(value: &Value, max: usize) -> bool {
+pub(crate) fn deeper_than(value: &Value, max: usize) -> bool {
     match value {
         Value::Array(items) => max == 0 || items.iter().any(|m| deeper_than(m, max - 1)),
         Value::Object(map) => max == 0 || map.values().any(|m| deeper_than(m, max - 1)),
@@ -59,7 +59,7 @@ pub fn deeper_than(value: &Value, max: usize) -> bool {
 }
 
 /// Refuses `value` (named `what`) when it nests deeper than [`MAX_VALUE_DEPTH`].
-pub fn check_depth(what: &str, value: &Value) -> Result<(), LimitError> {
+pub(crate) fn check_depth(what: &str, value: &Value) -> Result<(), LimitError> {
     if deeper_than(value, MAX_VALUE_DEPTH) {
         return Err(LimitError::TooDeep {
             what: what.to_owned(),
@@ -69,7 +69,7 @@ pub fn check_depth(what: &str, value: &Value) -> Result<(), LimitError> {
 }
 
 /// The message of a value (named `what`) that nests deeper than [`MAX_VALUE_DEPTH`].
-pub fn too_deep(what: &str) -> String {
+pub(crate) fn too_deep(what: &str) -> String {
     LimitError::TooDeep {
         what: what.to_owned(),
     }
@@ -91,7 +91,7 @@ impl std::io::Write for Counter {
 }
 
 /// The size of `value` as compact JSON, without building the text.
-pub fn json_len(value: &impl Serialize) -> u64 {
+pub(crate) fn json_len(value: &impl Serialize) -> u64 {
     let mut counter = Counter(0);
     // Writing to a counter cannot fail; a value that does not serialize is counted as far as
     // it got.
@@ -101,7 +101,7 @@ pub fn json_len(value: &impl Serialize) -> u64 {
 
 /// A size limit and the setting that raises it.
 #[derive(Debug, Clone, Copy)]
-pub struct SizeLimit {
+pub(crate) struct SizeLimit {
     /// The most bytes.
     pub bytes: u64,
     /// Where it is set, as refusals name it.
@@ -110,13 +110,13 @@ pub struct SizeLimit {
 
 impl SizeLimit {
     /// Refuses a user value that nests too deep ([`check_depth`]) or is over the limit.
-    pub fn check_value(&self, what: &str, value: &Value) -> Result<(), LimitError> {
+    pub(crate) fn check_value(&self, what: &str, value: &Value) -> Result<(), LimitError> {
         check_depth(what, value)?;
         self.check(what, value)
     }
 
     /// Refuses `value` (named `what`) when it is over the limit.
-    pub fn check(&self, what: &str, value: &impl Serialize) -> Result<(), LimitError> {
+    pub(crate) fn check(&self, what: &str, value: &impl Serialize) -> Result<(), LimitError> {
         let size = json_len(value);
         if size > self.bytes {
             return Err(LimitError::TooLarge {

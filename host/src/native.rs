@@ -1,6 +1,6 @@
 //! Native Rust steps: async closures registered by name and used beside plugin steps.
 //!
-//! A workflow names one with `{ id: ..., native: NAME }` (or [`crate::builder::Entry::native`]).
+//! A workflow names one with `{ id: ..., native: NAME }` (or [`Entry::native`](crate::Entry::native)).
 //! It gets the same [`StepCall`] a plugin step gets, can write chunks, log and patch the state
 //! through its [`NativeCall`], and follows the same rules for retries, schemas and suspension.
 //! A native step is a [`StepExecutor`]; [`NativeSteps`] holds any executor by name.
@@ -21,7 +21,7 @@ use crate::executor::{
 
 /// The plugin key native steps use in a graph: what a stored graph says of a step that an
 /// executor registered by name runs.
-pub const NATIVE_PLUGIN: &str = "native";
+pub(crate) const NATIVE_PLUGIN: &str = "native";
 
 type NativeFuture = Pin<Box<dyn Future<Output = Result<StepOutcome, StepFailure>> + Send>>;
 type NativeFn = dyn Fn(NativeCall) -> NativeFuture + Send + Sync;
@@ -181,7 +181,7 @@ impl NativeCall {
 ///
 /// Cheap to clone; clones share the registry.
 #[derive(Clone, Default)]
-pub struct NativeSteps {
+pub(crate) struct NativeSteps {
     steps: Arc<RwLock<HashMap<String, Registered>>>,
 }
 
@@ -194,14 +194,14 @@ struct Registered {
 
 impl NativeSteps {
     /// Registers (or replaces) `step` under `name`.
-    pub fn register(&self, name: impl Into<String>, step: NativeStep) {
+    pub(crate) fn register(&self, name: impl Into<String>, step: NativeStep) {
         let info = step.info.clone();
         self.register_executor(name, info, Arc::new(step));
     }
 
     /// Registers (or replaces) `executor` under `name`: a workflow step `{ native: NAME }` runs
     /// it with `info`'s schemas and the name as its step name; `info.name` is set to `name`.
-    pub fn register_executor(
+    pub(crate) fn register_executor(
         &self,
         name: impl Into<String>,
         mut info: StepInfo,
@@ -216,12 +216,12 @@ impl NativeSteps {
     }
 
     /// What the step registered under `name` declares.
-    pub fn info(&self, name: &str) -> Option<StepInfo> {
+    pub(crate) fn info(&self, name: &str) -> Option<StepInfo> {
         self.registered(name).map(|r| r.info)
     }
 
     /// The executor registered under `name`.
-    pub fn executor(&self, name: &str) -> Option<Arc<dyn StepExecutor>> {
+    pub(crate) fn executor(&self, name: &str) -> Option<Arc<dyn StepExecutor>> {
         self.registered(name).map(|r| r.executor)
     }
 
@@ -234,7 +234,7 @@ impl NativeSteps {
     }
 
     /// The registered names, sorted.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .steps
             .read()

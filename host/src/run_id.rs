@@ -6,10 +6,10 @@
 //! hold the separators a storage key or a path uses. Generated ids (ULIDs) are of this form.
 
 /// The longest run id accepted, in characters.
-pub const MAX_RUN_ID_LEN: usize = 128;
+pub(crate) const MAX_RUN_ID_LEN: usize = 128;
 
 /// How a valid run id is made, as refusals print it.
-pub const RUN_ID_RULE: &str =
+pub(crate) const RUN_ID_RULE: &str =
     "a run id is 1 to 128 characters of A-Z a-z 0-9 . _ - and does not start with `.`";
 
 /// A run id that breaks the rule.
@@ -26,7 +26,7 @@ pub struct InvalidRunId {
 const SHOWN_CHARS: usize = 40;
 
 /// Checks `id` against the rule; the error says what is wrong and what is allowed.
-pub fn check_run_id(id: &str) -> Result<(), InvalidRunId> {
+pub(crate) fn check_run_id(id: &str) -> Result<(), InvalidRunId> {
     let refuse = |reason: String| {
         let mut cut: String = id.chars().take(SHOWN_CHARS).collect();
         if cut.len() < id.len() {

@@ -3,7 +3,7 @@
 //! as tools answered by their first yield.
 
 use serde_json::{Value, json};
-use weft::engine::{ResumeRequest, RunStatus};
+use weft::{ResumeRequest, RunStatus};
 
 use crate::cli::Home;
 use crate::common::{Env, model_double};
@@ -516,8 +516,7 @@ async fn s94_an_agent_is_rerun_whole_with_none_of_its_earlier_calls() {
     let started = events
         .iter()
         .filter(|e| {
-            e.kind == weft::engine::EventKind::StepStarted
-                && e.path.as_deref() == Some("helper.model-1")
+            e.kind == weft::EventKind::StepStarted && e.path.as_deref() == Some("helper.model-1")
         })
         .count();
     assert_eq!(started, 1, "the rerun called the model afresh, once");

@@ -2,13 +2,13 @@
 //! workflows, with bail and tripwire from depth. Each test is named after its rules.
 
 use serde_json::{Value, json};
-use weft::engine::{RunStatus, StepStatus};
+use weft::{RunStatus, StepStatus};
 
 use crate::common::{Env, kinds};
 use crate::rules::{error, find, js, kind, req, resume, settle, start, until_event, wf};
 
 /// The outputs of `events` of type `k` at `path`, as their `data`.
-fn data(events: &[weft::driver::StoredEvent], k: &str, path: &str) -> Vec<Value> {
+fn data(events: &[weft::StoredEvent], k: &str, path: &str) -> Vec<Value> {
     find(events, k, Some(path))
         .iter()
         .map(|e| e.data.clone())
@@ -16,7 +16,7 @@ fn data(events: &[weft::driver::StoredEvent], k: &str, path: &str) -> Vec<Value>
 }
 
 /// Index of the first event of type `k` at `path` (`""`: run events).
-fn pos(events: &[weft::driver::StoredEvent], k: &str, path: &str) -> usize {
+fn pos(events: &[weft::StoredEvent], k: &str, path: &str) -> usize {
     events
         .iter()
         .position(|e| kind(e) == k && e.path.as_deref().unwrap_or("") == path)
@@ -1387,8 +1387,7 @@ steps:
 steps:
   - sleep: { id: nap, until: '.input.at' }
 "#);
-    let at =
-        weft::engine::rfc3339(weft::driver::Clock::now_ms(&weft::driver::SystemClock) + 3_600_000);
+    let at = weft::internal::rfc3339(weft::Clock::now_ms(&weft::SystemClock) + 3_600_000);
     let id = start(&env, &yaml, json!({"at": at})).await;
     let mut rx = env.rt.watch(&id, 1).expect("watch");
     let waiting = until_event(&mut rx, "step-waiting", Some("nap")).await;
@@ -1621,11 +1620,7 @@ async fn s42_a_file_that_names_itself_directly_or_through_others_is_refused() {
         "self.yaml",
         &wf("steps:\n  - workflow: { id: again, file: self.yaml }\n"),
     );
-    assert!(
-        weft::workflow::load_workflow(&own, env.rt.host())
-            .await
-            .is_err()
-    );
+    assert!(weft::load_workflow(&own, env.rt.host()).await.is_err());
     env.file(
         "b.yaml",
         "id: b\nsteps:\n  - workflow: { id: back, file: a.yaml }\n",
@@ -1634,7 +1629,7 @@ async fn s42_a_file_that_names_itself_directly_or_through_others_is_refused() {
         "a.yaml",
         "id: a\nsteps:\n  - workflow: { id: on, file: b.yaml }\n",
     );
-    let err = weft::workflow::load_workflow(&a, env.rt.host())
+    let err = weft::load_workflow(&a, env.rt.host())
         .await
         .err()
         .expect("refused");

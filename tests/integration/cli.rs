@@ -153,7 +153,7 @@ impl Home {
 
     /// The runtime settings of an embedder opening this home beside its `weft` commands: the
     /// same store as theirs.
-    pub(crate) fn config(&self) -> weft::driver::RuntimeConfig {
+    pub(crate) fn config(&self) -> weft::RuntimeConfig {
         if self.store.is_empty() {
             crate::common::sled_config()
         } else {

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use weft::driver::{RunRecord, Runtime, RuntimeConfig, StoredEvent};
-use weft::workflow::{LoadedWorkflow, load_workflow};
+use weft::{LoadedWorkflow, load_workflow};
+use weft::{RunRecord, Runtime, RuntimeConfig, StoredEvent};
 
 use crate::backend;
 

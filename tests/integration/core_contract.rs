@@ -3,7 +3,7 @@
 //! (S74, S76–S78).
 
 use serde_json::json;
-use weft::engine::{RunStatus, StepStatus};
+use weft::{RunStatus, StepStatus};
 
 use crate::common::Env;
 use crate::rules::{find, kind, req, settle, start, until_event, wf};
@@ -57,7 +57,7 @@ async fn s45_every_enclosing_workflow_entry_is_suspended_while_its_inner_step_is
 }
 
 /// The paths of the `step-cancelled` events, in order.
-fn cancelled_paths(events: &[weft::driver::StoredEvent]) -> Vec<String> {
+fn cancelled_paths(events: &[weft::StoredEvent]) -> Vec<String> {
     find(events, "step-cancelled", None)
         .iter()
         .filter_map(|e| e.path.clone())

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
-use weft::driver::{ManualClock, StoredEvent};
-use weft::engine::{RunStatus, StepStatus, rfc3339};
+use weft::internal::rfc3339;
+use weft::{ManualClock, StoredEvent};
+use weft::{RunStatus, StepStatus};
 
 use crate::cli::{Home, INC, SUSPEND, path_str};
 use crate::common::{Env, kinds};
@@ -377,7 +378,7 @@ const RATIO: usize = 2;
 fn in_a_process<T>(
     home: &std::path::Path,
     min: usize,
-    act: impl AsyncFnOnce(weft::driver::Runtime) -> T,
+    act: impl AsyncFnOnce(weft::Runtime) -> T,
 ) -> T {
     let config = crate::common::config_for(home)
         .with_snapshot_min_bytes(min)
@@ -385,14 +386,14 @@ fn in_a_process<T>(
     tokio::runtime::Runtime::new()
         .expect("tokio")
         .block_on(async {
-            let rt = weft::driver::Runtime::open(home, config).expect("open");
+            let rt = weft::Runtime::open(home, config).expect("open");
             act(rt).await
         })
 }
 
 /// The size of `run`'s snapshot (0 without one), and the bytes of its records after it: what
 /// loading it folds.
-fn snapshot_and_tail(store: &dyn weft::store::Store, run: &str) -> (usize, usize) {
+fn snapshot_and_tail(store: &dyn weft::internal::Store, run: &str) -> (usize, usize) {
     let snapshot = store.snapshot(run).expect("read");
     let after = match &snapshot {
         Some(bytes) => {
@@ -445,19 +446,19 @@ fn edited(bytes: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
 /// The store of `home` as its `weft` commands see it ([`Home::new`]): the sled store in the
 /// home, or the home's PostgreSQL schema in postgres mode. Dropped, it lets go of every run it
 /// claimed or made.
-fn store_of(home: &std::path::Path) -> Box<dyn weft::store::Store> {
+fn store_of(home: &std::path::Path) -> Box<dyn weft::internal::Store> {
     match crate::backend::store_url_for(home) {
-        Some(url) => Box::new(weft::store::PgStore::open(&url).expect("open the store")),
-        None => Box::new(weft::store::SledStore::open(home, 8).expect("open the store")),
+        Some(url) => Box::new(weft::internal::PgStore::open(&url).expect("open the store")),
+        None => Box::new(weft::internal::SledStore::open(home, 8).expect("open the store")),
     }
 }
 
 /// Replaces the snapshot of `run` (a run no process drives) with `snapshot`.
-fn put_snapshot(store: &dyn weft::store::Store, run: &str, snapshot: &[u8]) {
+fn put_snapshot(store: &dyn weft::internal::Store, run: &str, snapshot: &[u8]) {
     // On a shared store only the process holding a run writes it (a no-op on sled).
     assert_eq!(
         store.claim(run).expect("claim"),
-        weft::store::Claim::Ours,
+        weft::internal::Claim::Ours,
         "nobody drives {run}"
     );
     store.put_snapshot(run, snapshot).expect("write");
@@ -465,7 +466,7 @@ fn put_snapshot(store: &dyn weft::store::Store, run: &str, snapshot: &[u8]) {
 
 /// A snapshot of `run` as of its first state, which the records after it fold into: what a run
 /// that has written no snapshot of its own stands for.
-fn first_snapshot(store: &dyn weft::store::Store, run: &str) -> Vec<u8> {
+fn first_snapshot(store: &dyn weft::internal::Store, run: &str) -> Vec<u8> {
     let base: Value =
         serde_json::from_slice(&store.base(run).expect("read").expect("base")).expect("JSON");
     serde_json::to_vec(&json!({"covers": [0, 0], "state": base})).expect("JSON")
@@ -507,14 +508,14 @@ fn spoil(home: &std::path::Path) {
 /// interface: its stored graph changed by `graph`, its first state (given `run` as its id)
 /// by `state`.
 fn plant_copy(
-    store: &dyn weft::store::Store,
+    store: &dyn weft::internal::Store,
     good: &str,
     run: &str,
     status: RunStatus,
     graph: impl FnOnce(&mut Value),
     state: impl FnOnce(&mut Value),
 ) {
-    use weft::store::NewRun;
+    use weft::internal::NewRun;
     let definition = edited(
         &store.definition(good).expect("read").expect("graph"),
         graph,
@@ -529,7 +530,7 @@ fn plant_copy(
     store
         .create_run(NewRun {
             summary: &summary,
-            definition: &weft::store::Definition::new(definition),
+            definition: &weft::internal::Definition::new(definition),
             plugins: &[],
             base: &base,
             fresh_id: false,
@@ -590,7 +591,7 @@ async fn stored_entries_of_a_newer_format_or_corrupt_are_refused_naming_the_run(
     assert_eq!(resumed.code, 3, "suspended again at `second`: {resumed:?}");
 
     // The same through the embedding API.
-    let rt = weft::driver::Runtime::open(&home.home(), home.config()).expect("open");
+    let rt = weft::Runtime::open(&home.home(), home.config()).expect("open");
     let err = rt.show("newer").await.expect_err("refused").to_string();
     assert_eq!(err, newer);
     let err = rt.recover("orphan").await.expect_err("refused").to_string();
@@ -608,7 +609,7 @@ async fn stored_entries_of_a_newer_format_or_corrupt_are_refused_naming_the_run(
 // One call that answers once the run settles
 
 /// The paths a record stands suspended at.
-fn suspended_at(rec: &weft::driver::RunRecord) -> Vec<String> {
+fn suspended_at(rec: &weft::RunRecord) -> Vec<String> {
     rec.suspended
         .iter()
         .flatten()
@@ -890,7 +891,7 @@ steps:
 "#;
 
 /// A `start_and_wait` or `resume_and_wait` on a task of its own, answered once the run settles.
-type Settling = tokio::task::JoinHandle<Result<weft::driver::RunRecord, weft::RuntimeError>>;
+type Settling = tokio::task::JoinHandle<Result<weft::RunRecord, weft::RuntimeError>>;
 
 /// Starts [`ASK_THEN_HELD`] until it suspends, then resumes it with `resume_and_wait` on a task
 /// of its own: the run's id, and the task.

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use weft::engine::RunStatus;
+use weft::RunStatus;
 
 use crate::common::{Env, effects, plugin_paths, read_log};
 
@@ -429,8 +429,8 @@ fn s91_s100_s103_a_chunk_a_watcher_saw_is_stored_under_its_seq_after_a_kill() {
 
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     rt.block_on(async {
-        let runtime = weft::driver::Runtime::open(&home, crate::common::config_for(&home))
-            .expect("reopen the home");
+        let runtime =
+            weft::Runtime::open(&home, crate::common::config_for(&home)).expect("reopen the home");
         // The run is orphaned: every stored event is sent at once, and then nothing.
         let mut rx = runtime.watch("held", 1).expect("watch");
         let mut stored = Vec::new();
@@ -439,9 +439,7 @@ fn s91_s100_s103_a_chunk_a_watcher_saw_is_stored_under_its_seq_after_a_kill() {
         }
         let at = stored.iter().find(|e| e.seq == seq);
         assert!(
-            at.is_some_and(
-                |e| e.kind == weft::engine::EventKind::StepOutput && e.data == json!("held")
-            ),
+            at.is_some_and(|e| e.kind == weft::EventKind::StepOutput && e.data == json!("held")),
             "the watcher saw {seen:?}; stored: {:?}",
             stored
                 .iter()

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-use weft::driver::{Runtime, RuntimeError};
-use weft::engine::RunStatus;
+use weft::RunStatus;
+use weft::{Runtime, RuntimeError};
 
 // A full disk under sled's database in the home: sled only, whatever the tests' backend.
 use crate::rules::req;

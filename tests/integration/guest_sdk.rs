@@ -3,7 +3,7 @@
 //! components in real wasmtime.
 
 use serde_json::{Value, json};
-use weft::engine::RunStatus;
+use weft::RunStatus;
 
 use crate::common::Env;
 use crate::rules::{error, find, req, resume, settle, start};

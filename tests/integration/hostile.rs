@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use weft::driver::{RunRecord, StoredEvent};
-use weft::engine::{ErrorInfo, EventKind, RunStatus, StepStatus};
+use weft::{ErrorInfo, EventKind, RunStatus, StepStatus};
+use weft::{RunRecord, StoredEvent};
 
 use crate::common::{Env, config, kinds};
 
@@ -724,7 +724,7 @@ async fn an_env_grant_of_another_shape_is_refused_at_load_naming_the_forms() {
                 json!({}),
             ),
         );
-        let text = match weft::workflow::load_workflow(&path, env.rt.host()).await {
+        let text = match weft::load_workflow(&path, env.rt.host()).await {
             Ok(_) => panic!("{value}: loaded"),
             Err(err) => err.to_string(),
         };

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use wasmparser::{Parser, Payload};
-use weft::engine::RunStatus;
+use weft::RunStatus;
 
 use crate::common::Env;
 use crate::rules::{error, req, resume, settle, start};

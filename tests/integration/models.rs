@@ -3,7 +3,7 @@
 //! waited for by the run (S121).
 
 use serde_json::{Value, json};
-use weft::engine::{EventKind, RunStatus};
+use weft::{EventKind, RunStatus};
 
 use crate::common::{Env, model_double};
 

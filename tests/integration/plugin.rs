@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
+use weft::Invocation;
+use weft::RunStatus;
 use weft::cli::{Cmd, EXIT_OK, EXIT_USAGE, Output, PluginCmd};
-use weft::engine::RunStatus;
-use weft::engine::invocation::{StepCall, StepOutcome};
-use weft::executor::{DiscardEvents, Invocation, NoRun};
-use weft::plugin::{HostConfig, Plugin, PluginError, PluginHost, PoolConfig, Sandbox, ToolCall};
+use weft::internal::{DiscardEvents, NoRun};
+use weft::internal::{Plugin, Sandbox, ToolCall};
+use weft::{HostConfig, PluginError, PluginHost, PoolConfig};
+use weft::{StepCall, StepOutcome};
 
 use crate::common::Env;
 
@@ -144,7 +146,7 @@ steps:
   - { id: a, plugin: cmd, step: run }
 "#,
     );
-    let err = match weft::workflow::load_workflow(&path, env.rt.host()).await {
+    let err = match weft::load_workflow(&path, env.rt.host()).await {
         Ok(_) => panic!("a command component was accepted"),
         Err(e) => e,
     };
@@ -215,7 +217,7 @@ steps:
         )
     };
     let path = env.file("wrong-pin.yaml", &workflow(&wrong));
-    let err = match weft::workflow::load_workflow(&path, env.rt.host()).await {
+    let err = match weft::load_workflow(&path, env.rt.host()).await {
         Ok(_) => panic!("a wrong pin was accepted"),
         Err(e) => e,
     };

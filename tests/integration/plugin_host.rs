@@ -7,11 +7,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
-use weft::driver::RunRecord;
-use weft::engine::invocation::{StepCall, StepOutcome};
-use weft::engine::{EventKind, RunStatus};
-use weft::executor::{DiscardEvents, Invocation, NoRun};
-use weft::plugin::{HostConfig, Plugin, PluginHost, PoolConfig, Sandbox};
+use weft::Invocation;
+use weft::RunRecord;
+use weft::internal::{DiscardEvents, NoRun};
+use weft::internal::{Plugin, Sandbox};
+use weft::{EventKind, RunStatus};
+use weft::{HostConfig, PluginHost, PoolConfig};
+use weft::{StepCall, StepOutcome};
 
 use crate::common::Env;
 

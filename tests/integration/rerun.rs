@@ -2,8 +2,8 @@
 //! (S109).
 
 use serde_json::{Value, json};
-use weft::driver::RuntimeError;
-use weft::engine::{EventKind, RunStatus};
+use weft::RuntimeError;
+use weft::{EventKind, RunStatus};
 
 use crate::common::Env;
 
@@ -245,7 +245,7 @@ steps:
     // Both the file and the plugin change on disk; the run keeps what it started with.
     std::fs::write(&wasm, b"not a component any more").expect("overwrite plugin");
     std::fs::write(&path, "id: changed\nsteps: []\n").expect("overwrite file");
-    let req = weft::engine::ResumeRequest {
+    let req = weft::ResumeRequest {
         step: None,
         label: None,
         foreach_index: None,

@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
-use weft::driver::{RunRecord, StoredEvent};
-use weft::engine::invocation::{StepFailure, StepOutcome};
-use weft::engine::model::EntryKind;
-use weft::engine::{ErrorInfo, ResumeRequest, RunStatus, StepStatus};
-use weft::native::{NativeCall, NativeStep};
+use weft::{ErrorInfo, ResumeRequest, RunStatus, StepStatus};
+use weft::{NativeCall, NativeStep};
+use weft::{RunRecord, StoredEvent};
+use weft::{StepFailure, StepOutcome};
 
 use crate::common::{Env, kinds};
 
@@ -502,12 +501,11 @@ async fn s57_s59_s116_defaults_are_filled_into_step_input_and_config() {
     let env = Env::new();
     let path = env.file("workflow.yaml", &wf(TYPED));
     let w = env.load(&path).await;
-    match &w.graph.entry_by_path("check").expect("check").kind {
-        EntryKind::Step(def) => {
-            assert_eq!(*def.config, json!({"factor": 1}), "S116: config defaults")
-        }
-        other => panic!("not a step: {other:?}"),
-    }
+    assert_eq!(
+        weft::internal::step_config(&w, "check"),
+        Some(json!({"factor": 1})),
+        "S116: config defaults"
+    );
     let id = env
         .rt
         .start(&w, json!({"amount": 2}), None)
@@ -552,7 +550,7 @@ steps:
   - { id: check, plugin: kit, step: typed, config: { factor: "x" } }
 "#),
     );
-    let err = weft::workflow::load_workflow(&path, env.rt.host())
+    let err = weft::load_workflow(&path, env.rt.host())
         .await
         .err()
         .expect("the file is refused");
@@ -572,7 +570,7 @@ steps:
   - { id: a, plugin: kit, step: echo }
 "#),
     );
-    let err = weft::workflow::load_workflow(&path, env.rt.host())
+    let err = weft::load_workflow(&path, env.rt.host())
         .await
         .err()
         .expect("the file is refused");
@@ -627,7 +625,7 @@ steps:
         .await
         .expect_err("refused");
     match &err {
-        weft::driver::RuntimeError::InvalidInput(v) => {
+        weft::RuntimeError::InvalidInput(v) => {
             assert_eq!(v.len(), 1);
             assert_eq!(v[0].path, "/amount");
         }

@@ -1,7 +1,7 @@
 //! A sequence of plugin steps: data flow, records, events.
 
 use serde_json::json;
-use weft::engine::RunStatus;
+use weft::RunStatus;
 
 use crate::common::{Env, kinds};
 

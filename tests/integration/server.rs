@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use weft::engine::RunStatus;
+use weft::RunStatus;
 use weft::server::ServeConfig;
 
 use crate::common::Env;

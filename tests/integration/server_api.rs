@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use weft::engine::RunStatus;
+use weft::RunStatus;
 
 use crate::common::Env;
 use crate::server::{APPROVAL, HANG_GUARD, exchange, http, serve};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use weft::engine::RunStatus;
+use weft::RunStatus;
 use weft::server::ServeConfig;
 
 use crate::common::Env;

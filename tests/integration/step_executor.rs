@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
-use weft::driver::Runtime;
-use weft::engine::RunStatus;
-use weft::engine::invocation::{InvocationResult, StepOutcome};
-use weft::executor::{GuestEvent, StepExecutor, StepInfo, StepRequest};
-use weft::native::{NativeCall, NativeStep};
-use weft::plugin::{PluginError, PluginHost};
+use weft::RunStatus;
+use weft::Runtime;
+use weft::{GuestEvent, StepExecutor, StepInfo, StepRequest};
+use weft::{InvocationResult, StepOutcome};
+use weft::{NativeCall, NativeStep};
+use weft::{PluginError, PluginHost};
 
 use crate::common::{Env, config, config_for, plugin_paths};
 use crate::rules::{find, settle};

@@ -6,10 +6,9 @@
 //! several processes does: claims, releases and fencing between two `PgStore` values on one
 //! database.
 
-use weft::engine::RunStatus;
-use weft::store::{
-    Definition, NewRun, PgStore, RecordKey, RunSummary, SledStore, Store, StoreError,
-};
+use weft::RunStatus;
+use weft::internal::{Definition, NewRun, PgStore, RecordKey, SledStore, Store};
+use weft::{RunSummary, StoreError};
 
 use crate::backend;
 
@@ -356,7 +355,8 @@ fn runs_sharing_a_component_and_a_definition_each_read_them_back(store: &dyn Sto
 /// A store that several processes share: two `PgStore` values on one schema stand for two
 /// processes.
 mod shared_postgres {
-    use weft::store::{Claim, PgStore, Store, StoreError};
+    use weft::StoreError;
+    use weft::internal::{Claim, PgStore, Store};
 
     use super::{append_all, create, record, summary};
     use crate::backend;
@@ -432,7 +432,7 @@ mod shared_postgres {
         append_all(&b, "r1", &[(2, 1)]);
         b.put_snapshot("r1", b"by b").expect("b's snapshot");
         let mut ended = created.clone();
-        ended.status = weft::engine::RunStatus::Success;
+        ended.status = weft::RunStatus::Success;
         ended.updated_at = 7_000;
         b.put_summary(&ended).expect("b's summary");
         // The first process's writes are refused now.
@@ -492,9 +492,9 @@ mod shared_postgres {
         };
         let created = create(&a, "r1", 1_000);
         let same = summary("r1", 1_000);
-        let refused = b.create_run(weft::store::NewRun {
+        let refused = b.create_run(weft::internal::NewRun {
             summary: &same,
-            definition: &weft::store::Definition::new(b"definition of r1".to_vec()),
+            definition: &weft::internal::Definition::new(b"definition of r1".to_vec()),
             plugins: &[(super::DIGEST_A, b"component a")],
             base: b"base of r1",
             fresh_id: false,

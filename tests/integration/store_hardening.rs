@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use weft::driver::{Runtime, RuntimeError};
-use weft::engine::ResumeRequest;
-use weft::store::{Definition, NewRun, RunSummary, SledStore, Store};
+use weft::ResumeRequest;
+use weft::RunSummary;
+use weft::internal::{Definition, NewRun, SledStore, Store};
+use weft::{Runtime, RuntimeError};
 
 use crate::cli::{INC, Out};
 use crate::common::{Env, config, plugin_paths, sled_config};
@@ -206,7 +207,7 @@ fn summary(id: &str) -> RunSummary {
     RunSummary {
         run_id: id.into(),
         workflow_id: "w".into(),
-        status: weft::engine::RunStatus::Pending,
+        status: weft::RunStatus::Pending,
         created_at: 0,
         updated_at: 0,
     }
@@ -286,7 +287,7 @@ fn a_home_of_another_store_format_is_refused_with_what_to_do() {
             "{out:?}"
         );
     }
-    set_format_marker(&dir.home(), Some(&weft::store::STORE_FORMAT.to_string()));
+    set_format_marker(&dir.home(), Some(&weft::internal::STORE_FORMAT.to_string()));
     let out = dir.weft(&["runs"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout.lines().count(), 1, "{out:?}");
@@ -498,7 +499,7 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
         let marker = db.get("weft-store-format").expect("read").expect("marked");
         assert_eq!(
             &marker[..],
-            weft::store::STORE_FORMAT.to_string().as_bytes()
+            weft::internal::STORE_FORMAT.to_string().as_bytes()
         );
         assert_eq!(&marker[..], b"8");
     }
@@ -514,7 +515,7 @@ async fn a_fresh_home_is_marked_with_the_current_format() {
     let marker = db.get("weft-store-format").expect("read").expect("marked");
     assert_eq!(
         &marker[..],
-        weft::store::STORE_FORMAT.to_string().as_bytes()
+        weft::internal::STORE_FORMAT.to_string().as_bytes()
     );
 }
 
@@ -711,7 +712,7 @@ fn the_binary_makes_its_home_cache_and_control_socket_private() {
 }
 
 /// Default settings with small value limits.
-fn small_limits() -> weft::driver::RuntimeConfig {
+fn small_limits() -> weft::RuntimeConfig {
     let mut config = config();
     config.max_input_bytes = 4096;
     config.max_output_bytes = 4096;
@@ -755,7 +756,7 @@ async fn a_run_input_over_the_limit_is_refused_with_the_limit_named() {
         "nothing stored"
     );
     let ok = env.run(INC, json!({"n": 1, "pad": "x".repeat(4000)})).await;
-    assert_eq!(ok.status, weft::engine::RunStatus::Success);
+    assert_eq!(ok.status, weft::RunStatus::Success);
 }
 
 #[test]
@@ -845,7 +846,7 @@ steps:
             json!({"pad": "x".repeat(4000), "more": "y".repeat(100)}),
         )
         .await;
-    assert_eq!(rec.status, weft::engine::RunStatus::Failed);
+    assert_eq!(rec.status, weft::RunStatus::Failed);
     let error = rec.error.expect("an error");
     assert_eq!(error.code, "output-limit");
     assert!(
@@ -873,7 +874,7 @@ steps:
         b = "b".repeat(2500),
     );
     let rec = env.run(&yaml, json!({})).await;
-    assert_eq!(rec.status, weft::engine::RunStatus::Failed, "{rec:?}");
+    assert_eq!(rec.status, weft::RunStatus::Failed, "{rec:?}");
     let error = rec.error.expect("an error");
     assert_eq!(error.code, "output-limit");
     assert!(error.message.starts_with("step big: the state after its patches is 5024 bytes; the limit is 4096 (RuntimeConfig::max_state_bytes / --max-state-mib)"), "{}", error.message);
@@ -896,7 +897,7 @@ async fn resume_data_over_the_limit_is_refused_and_the_run_stays_suspended() {
     let id = env.rt.start(&w, json!({}), None).await.expect("start");
     assert_eq!(
         env.rt.wait(&id).await.expect("wait").status,
-        weft::engine::RunStatus::Suspended
+        weft::RunStatus::Suspended
     );
     let request = |data: Value| ResumeRequest {
         step: None,
@@ -915,7 +916,7 @@ async fn resume_data_over_the_limit_is_refused_and_the_run_stays_suspended() {
     );
     assert_eq!(
         env.rt.show(&id).await.expect("show").status,
-        weft::engine::RunStatus::Suspended
+        weft::RunStatus::Suspended
     );
     env.rt
         .resume(&id, request(json!({"ok": true})))
@@ -923,7 +924,7 @@ async fn resume_data_over_the_limit_is_refused_and_the_run_stays_suspended() {
         .expect("resume");
     assert_eq!(
         env.rt.wait(&id).await.expect("wait").status,
-        weft::engine::RunStatus::Success
+        weft::RunStatus::Success
     );
 }
 
@@ -948,13 +949,8 @@ async fn a_step_output_nested_too_deep_fails_with_output_limit_and_the_run_reads
     // then 65.
     let input: Value = serde_json::from_str(&nested_object(63)).expect("parse");
     let rec = env.run(CONTEXTS, input).await;
-    assert_eq!(
-        rec.status,
-        weft::engine::RunStatus::Failed,
-        "{:?}",
-        rec.error
-    );
-    assert_eq!(rec.steps["c1"].status, weft::engine::StepStatus::Success);
+    assert_eq!(rec.status, weft::RunStatus::Failed, "{:?}", rec.error);
+    assert_eq!(rec.steps["c1"].status, weft::StepStatus::Success);
     let error = rec.error.expect("an error");
     assert_eq!(
         (error.code.as_str(), error.step.as_str()),
@@ -977,9 +973,9 @@ async fn a_step_output_nested_too_deep_fails_with_output_limit_and_the_run_reads
     // A native step returning a value 124 deep, as the issue found.
     env.rt.register(
         "deep",
-        weft::native::NativeStep::new(|_| async {
+        weft::NativeStep::new(|_| async {
             let deep: Value = serde_json::from_str(&nested_object(124)).unwrap_or_default();
-            Ok(weft::engine::invocation::StepOutcome::Done(deep))
+            Ok(weft::StepOutcome::Done(deep))
         }),
     );
     let file = env.file(
@@ -1011,12 +1007,7 @@ steps:
             json!({}),
         )
         .await;
-    assert_eq!(
-        rec.status,
-        weft::engine::RunStatus::Failed,
-        "{:?}",
-        rec.error
-    );
+    assert_eq!(rec.status, weft::RunStatus::Failed, "{:?}", rec.error);
     let error = rec.error.expect("an error");
     assert!(
         error.message.contains("nests deeper than 64 levels"),
@@ -1028,7 +1019,7 @@ steps:
         .show(&rec.run_id)
         .await
         .expect("show reads the run back");
-    assert_eq!(shown.status, weft::engine::RunStatus::Failed);
+    assert_eq!(shown.status, weft::RunStatus::Failed);
 }
 
 #[tokio::test]
@@ -1047,7 +1038,7 @@ async fn a_run_input_nested_too_deep_is_refused() {
 #[test]
 fn a_run_of_the_deepest_chain_of_nested_workflow_files_succeeds_and_shows_from_a_new_process() {
     // The deepest chain the loader accepts: the top file and MAX_FILE_NESTING nested ones.
-    let leaf = weft::workflow::MAX_FILE_NESTING + 1;
+    let leaf = weft::internal::MAX_FILE_NESTING + 1;
     let dir = Dir::new();
     dir.file(
         &format!("w{leaf}.yaml"),

@@ -2,7 +2,7 @@
 //! (S119), in real components in real wasmtime.
 
 use serde_json::json;
-use weft::engine::RunStatus;
+use weft::RunStatus;
 
 use crate::common::{Env, kinds};
 

@@ -399,10 +399,10 @@ steps:
 
 /// The store of `home` as its `weft` commands ([`weft`]) see it: the sled store in the home, or
 /// the home's PostgreSQL schema in postgres mode. Dropped, it lets go of the runs it made.
-fn store_of(home: &Path) -> Box<dyn weft::store::Store> {
+fn store_of(home: &Path) -> Box<dyn weft::internal::Store> {
     match crate::backend::store_url_for(home) {
-        Some(url) => Box::new(weft::store::PgStore::open(&url).expect("open the store")),
-        None => Box::new(weft::store::SledStore::open(home, 8).expect("open the store")),
+        Some(url) => Box::new(weft::internal::PgStore::open(&url).expect("open the store")),
+        None => Box::new(weft::internal::SledStore::open(home, 8).expect("open the store")),
     }
 }
 
@@ -410,7 +410,8 @@ fn store_of(home: &Path) -> Box<dyn weft::store::Store> {
 /// would leave it: `definition` and `base` as given, its summary `pending`, created `age_ms`
 /// after now (the newest runs are recovered first).
 fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64) {
-    use weft::store::{NewRun, RunSummary};
+    use weft::RunSummary;
+    use weft::internal::NewRun;
     let store = store_of(home);
     let at = chrono::Utc::now().timestamp_millis() + age_ms;
     store
@@ -418,11 +419,11 @@ fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64)
             summary: &RunSummary {
                 run_id: run_id.into(),
                 workflow_id: "donor".into(),
-                status: weft::engine::RunStatus::Pending,
+                status: weft::RunStatus::Pending,
                 created_at: at,
                 updated_at: at,
             },
-            definition: &weft::store::Definition::new(definition.to_vec()),
+            definition: &weft::internal::Definition::new(definition.to_vec()),
             plugins: &[],
             base,
             fresh_id: false,

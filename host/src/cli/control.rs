@@ -20,7 +20,7 @@ use super::{Cmd, Output, exec};
 use crate::driver::Runtime;
 
 /// The socket's file name inside the home.
-pub const SOCKET: &str = "control.sock";
+pub(super) const SOCKET: &str = "control.sock";
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -35,7 +35,7 @@ enum Frame {
 }
 
 /// Stops serving when dropped.
-pub struct Server {
+pub(super) struct Server {
     task: tokio::task::JoinHandle<()>,
     path: PathBuf,
     clients: Arc<Clients>,
@@ -62,7 +62,7 @@ impl Drop for Served {
 impl Server {
     /// Waits until no client is being served, still taking new ones meanwhile, then stops: a
     /// holder whose own command ended never cuts another terminal's command off.
-    pub async fn finish(self, out: &mut dyn Output) {
+    pub(super) async fn finish(self, out: &mut dyn Output) {
         let mut told = false;
         loop {
             let idle = self.clients.idle.notified();
@@ -90,7 +90,7 @@ impl Drop for Server {
 
 /// Serves the control socket of `rt`'s home. This process holds the home, so a socket file
 /// that is there already was left by a dead process and is replaced.
-pub fn serve(rt: Runtime) -> Option<Server> {
+pub(super) fn serve(rt: Runtime) -> Option<Server> {
     let path = rt.home().join(SOCKET);
     let _ = std::fs::remove_file(&path);
     let listener = match UnixListener::bind(&path).and_then(|l| {
@@ -181,7 +181,7 @@ async fn handle(rt: Runtime, stream: UnixStream) {
 
 /// Sends `cmd` to the process holding `home`; its exit code, or `None` when no live process
 /// answers on the socket.
-pub async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32> {
+pub(super) async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32> {
     let stream = UnixStream::connect(home.join(SOCKET)).await.ok()?;
     let (read, mut write) = stream.into_split();
     let mut request = serde_json::to_string(cmd).ok()?;

@@ -44,14 +44,14 @@ impl Output for StdOutput {
 /// Progress on stderr: one line per event, except a model's text, which is shown as it streams
 /// (`PATH: text…` on one line, ended by the next event).
 #[derive(Default)]
-pub struct Progress {
+pub(super) struct Progress {
     /// The path of the model call whose text is being shown.
     streaming: Option<String>,
 }
 
 impl Progress {
     /// Shows `ev`, its data cut to `max_data` bytes.
-    pub fn show(&mut self, out: &mut dyn Output, ev: &StoredEvent, max_data: usize) {
+    pub(super) fn show(&mut self, out: &mut dyn Output, ev: &StoredEvent, max_data: usize) {
         let text = match (&ev.data, ev.kind) {
             (serde_json::Value::Object(map), EventKind::StepOutput) if map.len() == 1 => {
                 map.get("text").and_then(serde_json::Value::as_str)
@@ -72,7 +72,7 @@ impl Progress {
     }
 
     /// Ends a line of streamed text.
-    pub fn end(&mut self, out: &mut dyn Output) {
+    pub(super) fn end(&mut self, out: &mut dyn Output) {
         if self.streaming.take().is_some() {
             out.err("");
         }
@@ -80,7 +80,7 @@ impl Progress {
 }
 
 /// One human-readable line of progress for an event, its data cut to `max_data` bytes.
-pub fn progress_line(ev: &StoredEvent, max_data: usize) -> String {
+pub(super) fn progress_line(ev: &StoredEvent, max_data: usize) -> String {
     let kind = serde_json::to_value(ev.kind)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))

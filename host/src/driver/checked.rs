@@ -15,7 +15,7 @@ use crate::engine::{
 use crate::store::from_stored;
 
 /// The run's stored graph.
-pub fn graph(run: &str, bytes: &[u8]) -> Result<Graph, RuntimeError> {
+pub(super) fn graph(run: &str, bytes: &[u8]) -> Result<Graph, RuntimeError> {
     let graph: Graph = parse(run, "graph", bytes, GRAPH_FORMAT, |p: Probe| p.format)?;
     check_format(run, "graph", graph.format, GRAPH_FORMAT)?;
     check_graph(&graph).map_err(|message| corrupt(run, "graph", message))?;
@@ -23,14 +23,14 @@ pub fn graph(run: &str, bytes: &[u8]) -> Result<Graph, RuntimeError> {
 }
 
 /// The run's stored first state, of `graph`.
-pub fn base(run: &str, bytes: &[u8], graph: &Graph) -> Result<RunState, RuntimeError> {
+pub(super) fn base(run: &str, bytes: &[u8], graph: &Graph) -> Result<RunState, RuntimeError> {
     let state: RunState = parse(run, "state", bytes, STATE_FORMAT, |p: Probe| p.format)?;
     check_state(run, &state, graph)?;
     Ok(state)
 }
 
 /// The run's stored snapshot, of `graph`.
-pub fn snapshot(run: &str, bytes: &[u8], graph: &Graph) -> Result<SnapshotIn, RuntimeError> {
+pub(super) fn snapshot(run: &str, bytes: &[u8], graph: &Graph) -> Result<SnapshotIn, RuntimeError> {
     let snap: SnapshotIn = parse(run, "state", bytes, STATE_FORMAT, |p: SnapshotProbe| {
         p.state.and_then(|s| s.format)
     })?;
@@ -39,7 +39,7 @@ pub fn snapshot(run: &str, bytes: &[u8], graph: &Graph) -> Result<SnapshotIn, Ru
 }
 
 /// One stored record of the run.
-pub fn record(run: &str, bytes: &[u8]) -> Result<RecordIn, RuntimeError> {
+pub(super) fn record(run: &str, bytes: &[u8]) -> Result<RecordIn, RuntimeError> {
     super::codec::read_record(bytes, run).map_err(|e| corrupt(run, "record", e))
 }
 

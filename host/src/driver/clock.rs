@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use crate::engine::Millis;
 
 /// A wait for an instant, as a [`Clock`] hands it out.
-pub type Wait = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(crate) type Wait = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Where the driver reads the time and waits for instants.
 pub trait Clock: Send + Sync + Debug + 'static {

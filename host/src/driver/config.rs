@@ -77,10 +77,9 @@ pub struct RuntimeConfig {
     /// The largest resume data accepted, in bytes (default 2 MiB).
     pub max_resume_bytes: u64,
     /// The most steps one jq expression may take before it fails with `expression-error`
-    /// (default [`DEFAULT_STEP_BUDGET`], at least 1). [`Runtime::open`](super::Runtime::open)
-    /// applies it with
-    /// [`set_step_budget`](crate::engine::expr::set_step_budget): the budget is process-wide, so when one process
-    /// opens several runtimes, the last one opened sets it for all of them.
+    /// (default 500,000, at least 1). [`Runtime::open`](super::Runtime::open) applies it: the
+    /// budget is process-wide, so when one process opens several runtimes, the last one opened
+    /// sets it for all of them.
     pub expr_steps: u64,
     /// For crash tests: the process aborts (as abruptly as a SIGKILL: no destructor, no
     /// flush) right after its `n`-th commit of transitions is durable, before their events are
@@ -143,7 +142,7 @@ impl std::fmt::Debug for StoreUrl {
 }
 
 /// `url` with any password replaced by `***`: `user:secret@host` and `password=secret`.
-pub fn redacted(url: &str) -> String {
+pub(crate) fn redacted(url: &str) -> String {
     let mut url = url.to_owned();
     if let Some((scheme, rest)) = url.split_once("://") {
         let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
@@ -314,7 +313,7 @@ impl RuntimeConfig {
     }
 
     /// The limit on run inputs.
-    pub fn input_limit(&self) -> SizeLimit {
+    pub(crate) fn input_limit(&self) -> SizeLimit {
         SizeLimit {
             bytes: self.max_input_bytes,
             setting: "RuntimeConfig::max_input_bytes / --max-input-mib",
@@ -322,7 +321,7 @@ impl RuntimeConfig {
     }
 
     /// The limit on each value an invocation returns.
-    pub fn output_limit(&self) -> SizeLimit {
+    pub(crate) fn output_limit(&self) -> SizeLimit {
         SizeLimit {
             bytes: self.max_output_bytes,
             setting: "RuntimeConfig::max_output_bytes / --max-output-mib",
@@ -330,7 +329,7 @@ impl RuntimeConfig {
     }
 
     /// The limit on a workflow file's state.
-    pub fn state_limit(&self) -> SizeLimit {
+    pub(crate) fn state_limit(&self) -> SizeLimit {
         SizeLimit {
             bytes: self.max_state_bytes,
             setting: "RuntimeConfig::max_state_bytes / --max-state-mib",
@@ -338,7 +337,7 @@ impl RuntimeConfig {
     }
 
     /// The limit on resume data.
-    pub fn resume_limit(&self) -> SizeLimit {
+    pub(crate) fn resume_limit(&self) -> SizeLimit {
         SizeLimit {
             bytes: self.max_resume_bytes,
             setting: "RuntimeConfig::max_resume_bytes / --max-resume-mib",

@@ -18,7 +18,7 @@ pub enum RuntimeError {
     /// A value is over a limit of [`RuntimeConfig`](super::RuntimeConfig).
     #[error(transparent)]
     Limit(#[from] LimitError),
-    /// The run id breaks the rule of [`crate::run_id`].
+    /// The run id breaks the rule of run ids (see [`InvalidRunId`]).
     #[error(transparent)]
     InvalidRunId(#[from] InvalidRunId),
     /// Only a `running` or `pending` run is recovered (S101).

@@ -25,7 +25,7 @@ use super::workflow_tools::WorkflowTool;
 
 /// Why no executor was found for a step; the step fails with `plugin-unavailable`.
 #[derive(Debug, thiserror::Error)]
-pub enum Unresolved {
+pub(super) enum Unresolved {
     /// The step is native and nothing is registered under its name in this process.
     #[error(
         "no native step `{name}` is registered: register it with Runtime::register before starting or recovering runs that use it"
@@ -67,7 +67,7 @@ pub enum Unresolved {
 /// Finds executors: plugins through the plugin host and the store, natives in the registry.
 /// Cheap to clone.
 #[derive(Clone)]
-pub struct Executors {
+pub(super) struct Executors {
     host: PluginHost,
     store: Arc<dyn Store>,
     natives: NativeSteps,
@@ -77,7 +77,7 @@ pub struct Executors {
 
 impl Executors {
     /// A resolver over this host, store and registry.
-    pub fn new(host: PluginHost, store: Arc<dyn Store>, natives: NativeSteps) -> Self {
+    pub(super) fn new(host: PluginHost, store: Arc<dyn Store>, natives: NativeSteps) -> Self {
         Executors {
             host,
             store,
@@ -93,7 +93,7 @@ impl Executors {
     }
 
     /// The resolver of one run's steps.
-    pub fn for_run(&self, graph: Arc<Graph>) -> RunExecutors {
+    pub(super) fn for_run(&self, graph: Arc<Graph>) -> RunExecutors {
         RunExecutors {
             executors: self.clone(),
             graph,
@@ -119,7 +119,7 @@ impl Executors {
 /// The executors of one run's steps, by what its graph names; keeps each plugin key's
 /// executor once resolved, so later steps of the run neither parse its sandbox nor look up
 /// its plugin again.
-pub struct RunExecutors {
+pub(super) struct RunExecutors {
     executors: Executors,
     graph: Arc<Graph>,
     plugins: Mutex<HashMap<String, Arc<dyn StepExecutor>, KeyHasher>>,
@@ -135,7 +135,7 @@ impl RunExecutors {
     /// reach the actor through its channel; so it may start before the transition that
     /// issued it is on disk, and is applied only after. Native steps, model calls and
     /// workflow tools may reach anything: never contained.
-    pub fn contained(&self, key: &str) -> bool {
+    pub(super) fn contained(&self, key: &str) -> bool {
         if [MODEL_PLUGIN, WORKFLOW_TOOL_PLUGIN, NATIVE_PLUGIN].contains(&key) {
             return false;
         }
@@ -166,7 +166,7 @@ impl RunExecutors {
 
     /// The executor of the plugin of key `key` when a step of it was resolved already: what
     /// [`RunExecutors::resolve`] would give, found without waiting for anything.
-    pub fn ready(&self, key: &str) -> Option<Arc<dyn StepExecutor>> {
+    pub(super) fn ready(&self, key: &str) -> Option<Arc<dyn StepExecutor>> {
         if matches!(key, MODEL_PLUGIN | WORKFLOW_TOOL_PLUGIN | NATIVE_PLUGIN)
             || !self.graph.plugins.contains_key(key)
         {
@@ -177,7 +177,7 @@ impl RunExecutors {
 
     /// The executor of step `step` of plugin key `key` (an [`Invoke`](crate::engine::Invoke)'s
     /// `plugin` and `step`).
-    pub async fn resolve(
+    pub(super) async fn resolve(
         &self,
         key: &str,
         step: &str,

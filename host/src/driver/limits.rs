@@ -10,10 +10,10 @@ use crate::limits::{LimitError, check_depth, json_len};
 
 /// The code of a step whose result or state breaks a limit; the plugin host uses it for results
 /// over a plugin's own `limits.max-output-mib` too.
-pub const OUTPUT_LIMIT: &str = "output-limit";
+pub(super) const OUTPUT_LIMIT: &str = "output-limit";
 
 /// A failed result saying why.
-pub fn over_limit(path: &str, e: &LimitError) -> InvocationResult {
+pub(super) fn over_limit(path: &str, e: &LimitError) -> InvocationResult {
     InvocationResult {
         outcome: Err(StepFailure::new(OUTPUT_LIMIT, format!("step {path}: {e}")).not_retryable()),
         patches: Vec::new(),
@@ -47,14 +47,14 @@ fn check(result: &InvocationResult, config: &RuntimeConfig) -> Result<(), LimitE
 }
 
 /// Replaces `result` by an `output-limit` failure when a value in it is over a limit.
-pub fn enforce(result: &mut InvocationResult, path: &str, config: &RuntimeConfig) {
+pub(super) fn enforce(result: &mut InvocationResult, path: &str, config: &RuntimeConfig) {
     if let Err(e) = check(result, config) {
         *result = over_limit(path, &e);
     }
 }
 
 /// The size of the largest workflow-file state of `state`, in bytes.
-pub fn largest_state(state: &RunState) -> u64 {
+pub(super) fn largest_state(state: &RunState) -> u64 {
     state
         .files
         .values()

@@ -16,7 +16,7 @@ use tokio::sync::broadcast;
 use super::StoredEvent;
 
 /// One run's live event channel, made on first subscription.
-pub struct LiveEvents {
+pub(super) struct LiveEvents {
     capacity: usize,
     sender: OnceLock<broadcast::Sender<Arc<StoredEvent>>>,
     /// Every event up to this `seq` is durable.
@@ -26,7 +26,7 @@ pub struct LiveEvents {
 impl LiveEvents {
     /// A channel that buffers `capacity` events per watcher once one subscribes; a watcher that
     /// falls further behind catches up from the store.
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         LiveEvents {
             capacity: capacity.max(1),
             sender: OnceLock::new(),
@@ -35,14 +35,14 @@ impl LiveEvents {
     }
 
     /// A receiver of every event sent from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>> {
+    pub(super) fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>> {
         self.sender
             .get_or_init(|| broadcast::channel(self.capacity).0)
             .subscribe()
     }
 
     /// Sends a durable event to the watchers, if any has ever subscribed.
-    pub fn send(&self, event: StoredEvent) {
+    pub(super) fn send(&self, event: StoredEvent) {
         self.mark_durable(event.seq);
         if let Some(sender) = self.sender.get() {
             let _ = sender.send(Arc::new(event));
@@ -50,17 +50,17 @@ impl LiveEvents {
     }
 
     /// Every event up to `seq` is durable: those an actor found stored when it took the run up.
-    pub fn mark_durable(&self, seq: u64) {
+    pub(super) fn mark_durable(&self, seq: u64) {
         self.durable.fetch_max(seq, Ordering::AcqRel);
     }
 
     /// The highest `seq` up to which every event is durable.
-    pub fn durable_through(&self) -> u64 {
+    pub(super) fn durable_through(&self) -> u64 {
         self.durable.load(Ordering::Acquire)
     }
 
     /// How many watchers are subscribed now.
-    pub fn receiver_count(&self) -> usize {
+    pub(super) fn receiver_count(&self) -> usize {
         self.sender
             .get()
             .map_or(0, broadcast::Sender::receiver_count)

@@ -16,8 +16,9 @@ use prometheus_client::registry::Registry;
 use crate::engine::RunStatus;
 use crate::engine::invocation::{InvocationResult, StepOutcome};
 
-/// The content type of the metrics' text (`GET /metrics`): Prometheus' text format.
-pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+/// The content type of the text [`Runtime::metrics`](crate::Runtime::metrics) returns
+/// (`GET /metrics`): Prometheus' text format.
+pub const METRICS_CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// The label of a step invocation's latency.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -3,7 +3,7 @@
 //!
 //! Most events are only written and dropped (nobody watches the run), so they carry no copy
 //! of the run's id or of their instant, and a step's input or output stays shared with the
-//! run's state ([`EventData::Keyed`]) until a watcher needs an event of its own.
+//! run's state (the core's `EventData::Keyed`) until a watcher needs an event of its own.
 
 use serde::Serialize;
 use serde::ser::{SerializeSeq, SerializeTuple};
@@ -26,12 +26,12 @@ pub(crate) struct NewEvents {
 
 impl NewEvents {
     /// The first and last `seq`, unless there is no event.
-    pub fn seqs(&self) -> Option<(u64, u64)> {
+    pub(super) fn seqs(&self) -> Option<(u64, u64)> {
         Some((self.events.first()?.seq, self.events.last()?.seq))
     }
 
     /// The events as watchers and readers get them.
-    pub fn into_stored(self, run_id: &str) -> Vec<StoredEvent> {
+    pub(super) fn into_stored(self, run_id: &str) -> Vec<StoredEvent> {
         let at = self.at;
         self.events
             .into_iter()
@@ -49,7 +49,7 @@ impl NewEvents {
     }
 
     /// The events as their record holds them ([`super::codec::end_record`]).
-    pub fn written(&self) -> Written<'_> {
+    pub(super) fn written(&self) -> Written<'_> {
         Written { batch: self }
     }
 }
@@ -81,12 +81,12 @@ impl Serialize for EventOut<'_> {
 
 impl Written<'_> {
     /// The instant every event of the batch was stored at (RFC 3339).
-    pub fn at(&self) -> &str {
+    pub(super) fn at(&self) -> &str {
         &self.batch.at
     }
 
     /// Whether the batch holds no event.
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.batch.events.is_empty()
     }
 }

@@ -60,7 +60,7 @@ pub struct RunRecord {
 
 impl RunRecord {
     /// The record of `state`.
-    pub fn new(state: &RunState, graph: &Graph) -> Self {
+    pub(crate) fn new(state: &RunState, graph: &Graph) -> Self {
         let parts = Parts {
             suspended: suspended(state, graph),
             input: state.input.clone(),
@@ -76,7 +76,7 @@ impl RunRecord {
 
     /// The record of `state`, its values moved rather than copied: for a state that is not
     /// needed any more (a retiring actor's, one read from the store to show).
-    pub fn from_state(mut state: RunState, graph: &Graph) -> Self {
+    pub(crate) fn from_state(mut state: RunState, graph: &Graph) -> Self {
         let parts = Parts {
             // Before anything is moved out of the state it reads.
             suspended: suspended(&state, graph),

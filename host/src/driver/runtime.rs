@@ -290,7 +290,7 @@ impl Runtime {
     }
 
     /// Every metric of this runtime in the Prometheus text format (its content type is
-    /// [`metrics::CONTENT_TYPE`]): stored runs by status, runs driven, step invocations in
+    /// [`METRICS_CONTENT_TYPE`](crate::METRICS_CONTENT_TYPE)): stored runs by status, runs driven, step invocations in
     /// flight, transitions, and step latency by outcome.
     pub fn metrics(&self) -> Result<String, RuntimeError> {
         let statuses = self.summaries()?.into_iter().map(|r| r.status);

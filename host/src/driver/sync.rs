@@ -31,7 +31,7 @@ const IN_FLIGHT: usize = 1;
 type SyncFn = Arc<dyn Fn() -> Result<(), StoreError> + Send + Sync>;
 
 /// Shares fsyncs among the runs of one store.
-pub struct Syncer {
+pub(super) struct Syncer {
     fsync: SyncFn,
     /// Sync requests so far; a request's number orders it after the writes made before it.
     requested: AtomicU64,
@@ -80,7 +80,7 @@ impl Drop for Slot<'_> {
 
 impl Syncer {
     /// A syncer for `store`, counting its syncs in `syncs`.
-    pub fn new(store: Arc<dyn Store>, syncs: Counter) -> Self {
+    pub(super) fn new(store: Arc<dyn Store>, syncs: Counter) -> Self {
         Self::over(Arc::new(move || {
             store.sync()?;
             syncs.inc();
@@ -104,12 +104,12 @@ impl Syncer {
 
     /// A ticket that orders a sync after every write made so far: [`Syncer::until`] with it
     /// returns once they are durable.
-    pub fn ticket(&self) -> u64 {
+    pub(super) fn ticket(&self) -> u64 {
         self.requested.fetch_add(1, Ordering::SeqCst) + 1
     }
 
     /// Returns once every write made before the ticket `mine` was taken is durable.
-    pub async fn until(&self, mine: u64) -> Result<(), StoreError> {
+    pub(super) async fn until(&self, mine: u64) -> Result<(), StoreError> {
         let mut done = self.done.subscribe();
         loop {
             if *done.borrow_and_update() >= mine {

@@ -16,7 +16,7 @@ use super::new_events::NewEvents;
 
 /// Events waiting for a sync, in `seq` order.
 #[derive(Default)]
-pub struct Unpublished {
+pub(super) struct Unpublished {
     entries: Vec<Entry>,
 }
 
@@ -38,7 +38,7 @@ impl Entry {
 impl Unpublished {
     /// Adds the events one record of run `run_id` stored, `channel` telling whether anybody
     /// watches now.
-    pub fn push(&mut self, events: NewEvents, run_id: &str, channel: &LiveEvents) {
+    pub(super) fn push(&mut self, events: NewEvents, run_id: &str, channel: &LiveEvents) {
         let Some((from, through)) = events.seqs() else {
             return;
         };
@@ -51,35 +51,35 @@ impl Unpublished {
     }
 
     /// How many records' events wait: a sync started now covers this many.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether nothing waits.
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// Takes the first `n` records' events (a sync covered them), leaving the rest.
-    pub fn take_first(&mut self, n: usize) -> Durable {
+    pub(super) fn take_first(&mut self, n: usize) -> Durable {
         let rest = self.entries.split_off(n.min(self.entries.len()));
         Durable(std::mem::replace(&mut self.entries, rest))
     }
 
     /// Takes every record's events (a sync covered them all).
-    pub fn take_all(&mut self) -> Durable {
+    pub(super) fn take_all(&mut self) -> Durable {
         Durable(std::mem::take(&mut self.entries))
     }
 }
 
 /// Events a sync has made durable, to publish.
-pub struct Durable(Vec<Entry>);
+pub(super) struct Durable(Vec<Entry>);
 
 impl Durable {
     /// Marks the events durable on `channel`, then sends them to its watchers: those not kept
     /// are read back with `read` (from, through), and the batch is sent whole from the first of
     /// them. A read that fails (the store failing) is logged, and its events are not sent.
-    pub fn publish<E: std::fmt::Display>(
+    pub(super) fn publish<E: std::fmt::Display>(
         self,
         channel: &LiveEvents,
         read: impl FnOnce(u64, u64) -> Result<Vec<StoredEvent>, E>,

@@ -13,7 +13,7 @@ use crate::engine::{self, ErrorInfo, EventKind, RunState, RunStatus, Tracking};
 use crate::store::{RecordKey, StoreError};
 
 /// The error code of a run ended because weft could not drive it.
-pub const HOST_ERROR: &str = "host-error";
+pub(crate) const HOST_ERROR: &str = "host-error";
 
 /// What [`Runtime::recover_all`] did.
 #[derive(Debug, Default)]

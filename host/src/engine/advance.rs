@@ -22,7 +22,11 @@ use super::state::{RunState, RunStatus};
 
 /// Applies one event to the run: the state changes in place and the commands to carry out are
 /// returned, in order. On a refusal nothing changed.
-pub fn advance(run: &mut RunState, graph: &Graph, event: Event) -> Result<Vec<Command>, Refusal> {
+pub(crate) fn advance(
+    run: &mut RunState,
+    graph: &Graph,
+    event: Event,
+) -> Result<Vec<Command>, Refusal> {
     let at = event.at();
     let mut inbox = None;
     let mut fired = None;

@@ -13,7 +13,7 @@ use super::time::Millis;
 
 /// What the core asks the driver to do.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a plugin step.
     Invoke(Box<Invoke>),
     /// Fire [`Event::TimerFired`](super::Event::TimerFired) with this token at this instant (at once when overdue).
@@ -34,7 +34,7 @@ pub enum Command {
 
 /// One invocation to carry out.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Invoke {
+pub(crate) struct Invoke {
     /// Names the invocation in [`Event::StepEnded`](super::Event::StepEnded).
     pub token: u64,
     /// The plugin key in the graph.
@@ -53,7 +53,7 @@ pub struct Invoke {
 
 /// What a step may read of its run (S8, S9).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct StepsView {
+pub(crate) struct StepsView {
     /// The input of the step's own workflow file.
     pub init: Arc<Value>,
     /// Outputs of succeeded entries, by id and by path: the maps of the scopes the step sees,
@@ -64,13 +64,13 @@ pub struct StepsView {
 impl StepsView {
     /// The output of the entry `name` (an id or a path) as the step sees it: from the
     /// innermost scope that has one.
-    pub fn get(&self, name: &str) -> Option<&Arc<Value>> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Value>> {
         self.scopes.iter().find_map(|scope| scope.get(name))
     }
 }
 
 /// The outputs visible in one scope, by id and by path (S8).
-pub type ScopeResults = IndexMap<String, Arc<Value>, super::KeyHasher>;
+pub(super) type ScopeResults = IndexMap<String, Arc<Value>, super::KeyHasher>;
 
 /// The kinds of tracking events (WORKFLOW-FORMAT.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,7 +126,7 @@ impl EventKind {
 
 /// A tracking event before the driver stamps it with `seq`, `run_id` and `at`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Tracking {
+pub(crate) struct Tracking {
     /// The event's type.
     #[serde(rename = "type")]
     pub kind: EventKind,

@@ -7,17 +7,26 @@ use std::fmt::Write;
 
 use super::model::{EntryId, EntryKind, Graph};
 
-/// The drawing formats.
+/// The formats [`Graph::draw`] draws in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum DrawingFormat {
     /// A Mermaid `flowchart TD`.
     Mermaid,
     /// A Graphviz `digraph`.
     Dot,
 }
 
+impl Graph {
+    /// Draws the workflow in `format`, as `weft graph` prints it: sequences as chains of
+    /// nodes, blocks as clusters holding their bodies, branch arms with their `when` test on
+    /// the edge into them.
+    pub fn draw(&self, format: DrawingFormat) -> String {
+        draw(self, format)
+    }
+}
+
 /// Draws `graph` in `format`.
-pub fn draw(graph: &Graph, format: Format) -> String {
+fn draw(graph: &Graph, format: DrawingFormat) -> String {
     let mut d = Drawing {
         graph,
         format,
@@ -25,8 +34,8 @@ pub fn draw(graph: &Graph, format: Format) -> String {
         depth: 1,
     };
     match format {
-        Format::Mermaid => d.out.push_str("flowchart TD\n"),
-        Format::Dot => d
+        DrawingFormat::Mermaid => d.out.push_str("flowchart TD\n"),
+        DrawingFormat::Dot => d
             .out
             .push_str("digraph workflow {\n  compound=true;\n  node [shape=box];\n"),
     }
@@ -35,7 +44,7 @@ pub fn draw(graph: &Graph, format: Format) -> String {
     d.edge("start", &first, None);
     d.node("finish", "end", "circle");
     d.edge(&last, "finish", None);
-    if format == Format::Dot {
+    if format == DrawingFormat::Dot {
         d.out.push_str("}\n");
     }
     d.out
@@ -43,7 +52,7 @@ pub fn draw(graph: &Graph, format: Format) -> String {
 
 struct Drawing<'g> {
     graph: &'g Graph,
-    format: Format,
+    format: DrawingFormat,
     out: String,
     depth: usize,
 }
@@ -61,24 +70,26 @@ impl Drawing<'_> {
         let pad = self.indent();
         let label = quote(label);
         let _ = match (self.format, shape) {
-            (Format::Mermaid, "circle") => writeln!(self.out, "{pad}{id}((\"{label}\"))"),
-            (Format::Mermaid, "diamond") => writeln!(self.out, "{pad}{id}{{\"{label}\"}}"),
-            (Format::Mermaid, _) => writeln!(self.out, "{pad}{id}[\"{label}\"]"),
-            (Format::Dot, _) => writeln!(self.out, "{pad}{id} [label=\"{label}\", shape={shape}];"),
+            (DrawingFormat::Mermaid, "circle") => writeln!(self.out, "{pad}{id}((\"{label}\"))"),
+            (DrawingFormat::Mermaid, "diamond") => writeln!(self.out, "{pad}{id}{{\"{label}\"}}"),
+            (DrawingFormat::Mermaid, _) => writeln!(self.out, "{pad}{id}[\"{label}\"]"),
+            (DrawingFormat::Dot, _) => {
+                writeln!(self.out, "{pad}{id} [label=\"{label}\", shape={shape}];")
+            }
         };
     }
 
     fn edge(&mut self, from: &str, to: &str, label: Option<&str>) {
         let pad = self.indent();
         let _ = match (self.format, label) {
-            (Format::Mermaid, Some(l)) => {
+            (DrawingFormat::Mermaid, Some(l)) => {
                 writeln!(self.out, "{pad}{from} -->|\"{}\"| {to}", quote(l))
             }
-            (Format::Mermaid, None) => writeln!(self.out, "{pad}{from} --> {to}"),
-            (Format::Dot, Some(l)) => {
+            (DrawingFormat::Mermaid, None) => writeln!(self.out, "{pad}{from} --> {to}"),
+            (DrawingFormat::Dot, Some(l)) => {
                 writeln!(self.out, "{pad}{from} -> {to} [label=\"{}\"];", quote(l))
             }
-            (Format::Dot, None) => writeln!(self.out, "{pad}{from} -> {to};"),
+            (DrawingFormat::Dot, None) => writeln!(self.out, "{pad}{from} -> {to};"),
         };
     }
 
@@ -199,8 +210,10 @@ impl Drawing<'_> {
     fn open(&mut self, name: &str, label: &str) {
         let pad = self.indent();
         let _ = match self.format {
-            Format::Mermaid => writeln!(self.out, "{pad}subgraph {name} [\"{}\"]", quote(label)),
-            Format::Dot => writeln!(
+            DrawingFormat::Mermaid => {
+                writeln!(self.out, "{pad}subgraph {name} [\"{}\"]", quote(label))
+            }
+            DrawingFormat::Dot => writeln!(
                 self.out,
                 "{pad}subgraph cluster_{name} {{\n{pad}  label=\"{}\";",
                 quote(label)
@@ -213,8 +226,8 @@ impl Drawing<'_> {
         self.depth -= 1;
         let pad = self.indent();
         let _ = match self.format {
-            Format::Mermaid => writeln!(self.out, "{pad}end"),
-            Format::Dot => writeln!(self.out, "{pad}}}"),
+            DrawingFormat::Mermaid => writeln!(self.out, "{pad}end"),
+            DrawingFormat::Dot => writeln!(self.out, "{pad}}}"),
         };
     }
 

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 /// only written into the run's record and dropped, so the copy would be made for nothing. It
 /// serializes as the object it stands for; [`EventData::into_value`] makes that object.
 #[derive(Debug, Clone, PartialEq)]
-pub enum EventData {
+pub(crate) enum EventData {
     /// Any value.
     Value(Value),
     /// `{ key: value }`, the value shared rather than copied.
@@ -22,12 +22,12 @@ pub enum EventData {
 
 impl EventData {
     /// Whether the data is `null` (then it is left out of the event).
-    pub fn is_null(&self) -> bool {
+    pub(crate) fn is_null(&self) -> bool {
         matches!(self, Self::Value(Value::Null))
     }
 
     /// The data as a value, copying a shared one only while something else still holds it.
-    pub fn into_value(self) -> Value {
+    pub(crate) fn into_value(self) -> Value {
         match self {
             Self::Value(v) => v,
             Self::Keyed(key, value) => object_of(key, Arc::unwrap_or_clone(value)),

@@ -11,7 +11,7 @@ use super::time::Millis;
 /// An event the core takes (ARCHITECTURE.md: the orchestration events).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "type")]
-pub enum Event {
+pub(crate) enum Event {
     /// Start a pending run.
     Start {
         /// Now.
@@ -54,7 +54,7 @@ pub enum Event {
 
 impl Event {
     /// When the event happened.
-    pub fn at(&self) -> Millis {
+    pub(crate) fn at(&self) -> Millis {
         match self {
             Self::Start { at }
             | Self::StepEnded { at, .. }

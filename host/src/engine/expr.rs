@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use budget::{Metered, Stop};
 pub use convert::MAX_VALUE_DEPTH;
-pub use scan::{MAX_NESTING, MAX_SOURCE_BYTES};
+pub(crate) use scan::{MAX_NESTING, MAX_SOURCE_BYTES};
 
 type Filter = jaq_core::Filter<Metered>;
 
@@ -46,13 +46,13 @@ pub struct Expr {
 /// Why an expression cannot be used; its `Display` is one plain sentence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExprError {
-    /// The source is longer than [`MAX_SOURCE_BYTES`].
+    /// The source is longer than the limit of an expression's source.
     #[error("the expression is {len} bytes long; at most {MAX_SOURCE_BYTES} are allowed")]
     TooLong {
         /// Its length in bytes.
         len: usize,
     },
-    /// Brackets nest deeper than [`MAX_NESTING`].
+    /// Brackets nest deeper than the limit of an expression's nesting.
     #[error("the expression nests too deeply at {at} (more than {MAX_NESTING} levels)")]
     TooDeep {
         /// Where the limit is crossed, e.g. `column 65` or `line 3, column 12`.
@@ -70,19 +70,19 @@ pub enum ExprError {
 }
 
 /// The default [`step_budget`]: about a tenth of a second of evaluation in a release build.
-pub const DEFAULT_STEP_BUDGET: u64 = 500_000;
+pub(crate) const DEFAULT_STEP_BUDGET: u64 = 500_000;
 
 static STEP_BUDGET: AtomicU64 = AtomicU64::new(DEFAULT_STEP_BUDGET);
 
 /// The most steps one evaluation may take (default [`DEFAULT_STEP_BUDGET`]).
-pub fn step_budget() -> u64 {
+pub(crate) fn step_budget() -> u64 {
     STEP_BUDGET.load(Ordering::Relaxed)
 }
 
 /// Sets [`step_budget`] for every evaluation in this process from now on (at least 1).
 /// The driver's runtime sets it when it opens, from its configuration's `expr_steps`, which the
 /// CLI takes from `--expr-steps` / `WEFT_EXPR_STEPS`.
-pub fn set_step_budget(steps: u64) {
+pub(crate) fn set_step_budget(steps: u64) {
     STEP_BUDGET.store(steps.max(1), Ordering::Relaxed);
 }
 
@@ -143,7 +143,7 @@ impl Expr {
         self.eval_within(input, step_budget())
     }
 
-    /// [`Expr::eval`] with a budget of `steps` (at least 1) instead of [`step_budget`].
+    /// [`Expr::eval`] with a budget of `steps` (at least 1) instead of the process-wide budget.
     pub fn eval_within(&self, input: &Value, steps: u64) -> Result<Vec<Value>, String> {
         let filter = self.compiled().map_err(|e| e.to_string())?;
         let steps = steps.max(1);

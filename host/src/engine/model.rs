@@ -14,67 +14,67 @@ use super::expr::Expr;
 use super::schema::Schema;
 
 /// The format version of [`Graph`]; bumped when its serialized shape changes.
-pub const GRAPH_FORMAT: u32 = 1;
+pub(crate) const GRAPH_FORMAT: u32 = 1;
 
 /// Index of an entry in [`Graph::entries`].
-pub type EntryId = u32;
+pub(crate) type EntryId = u32;
 
 /// Index of a file instance in [`Graph::files`]; 0 is the top-level file.
-pub type FileId = u32;
+pub(crate) type FileId = u32;
 
 /// A whole workflow, ready to run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Graph {
     /// The format version this graph was written with.
-    pub format: u32,
+    pub(crate) format: u32,
     /// Every file instance: the top-level file first, then one per `workflow:` entry.
-    pub files: Vec<FileDef>,
+    pub(crate) files: Vec<FileDef>,
     /// Every entry of every file instance.
-    pub entries: Vec<EntryDef>,
+    pub(crate) entries: Vec<EntryDef>,
     /// The plugins the steps use, by key (see [`StepDef::plugin`]).
-    pub plugins: IndexMap<String, PluginRef>,
+    pub(crate) plugins: IndexMap<String, PluginRef>,
     /// The models `model:` entries call, by key (`models:`, S122).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub models: IndexMap<String, ModelDef>,
+    pub(crate) models: IndexMap<String, ModelDef>,
     /// The workflows agents offer their models as tools, each a whole graph of its own that a
     /// call runs as a child run (S125), by key (see [`WORKFLOW_TOOL_PLUGIN`]).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub workflow_tools: IndexMap<String, Graph>,
+    pub(crate) workflow_tools: IndexMap<String, Graph>,
 }
 
 /// The plugin key of an agent's workflow tool calls: their `step` is the workflow's key in
 /// [`Graph::workflow_tools`].
-pub const WORKFLOW_TOOL_PLUGIN: &str = "workflow";
+pub(crate) const WORKFLOW_TOOL_PLUGIN: &str = "workflow";
 
 /// The plugin key of a `model:` entry's [`StepDef`]: its `step` is the model's key in
 /// [`Graph::models`].
-pub const MODEL_PLUGIN: &str = "model";
+pub(crate) const MODEL_PLUGIN: &str = "model";
 
 /// A model a workflow calls (`models:` in a workflow file, S122). It holds the name of the
 /// environment variable with the API key, never the key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct ModelDef {
+pub(crate) struct ModelDef {
     /// The wire protocol.
-    pub api: ModelApi,
+    pub(crate) api: ModelApi,
     /// Where the API is, e.g. `https://api.openai.com/v1` (requests go to
     /// `BASE/chat/completions` or `BASE/messages`).
-    pub base_url: String,
+    pub(crate) base_url: String,
     /// The model's name at the provider.
-    pub model: String,
+    pub(crate) model: String,
     /// The host's environment variable holding the API key, read by the host at each call and
     /// sent only to `base_url`; `None` for servers that take no key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     /// Extra request headers.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub headers: IndexMap<String, String>,
+    pub(crate) headers: IndexMap<String, String>,
 }
 
 /// The wire protocol of a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ModelApi {
+pub(crate) enum ModelApi {
     /// OpenAI chat completions (also vLLM, llama.cpp, Ollama and most local servers).
     OpenaiChat,
     /// Anthropic messages.
@@ -95,7 +95,7 @@ impl Graph {
     }
 
     /// The top-level file.
-    pub fn root(&self) -> &FileDef {
+    pub(crate) fn root(&self) -> &FileDef {
         &self.files[0]
     }
 
@@ -105,59 +105,59 @@ impl Graph {
     }
 
     /// The entry with this id.
-    pub fn entry(&self, id: EntryId) -> &EntryDef {
+    pub(crate) fn entry(&self, id: EntryId) -> &EntryDef {
         &self.entries[id as usize]
     }
 
     /// The file instance with this id.
-    pub fn file(&self, id: FileId) -> &FileDef {
+    pub(crate) fn file(&self, id: FileId) -> &FileDef {
         &self.files[id as usize]
     }
 
     /// The entry whose full path is `path`.
-    pub fn entry_by_path(&self, path: &str) -> Option<&EntryDef> {
+    pub(crate) fn entry_by_path(&self, path: &str) -> Option<&EntryDef> {
         self.entries.iter().find(|e| e.path == path)
     }
 }
 
 /// One workflow file as it is used at one place of the graph.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FileDef {
+pub(crate) struct FileDef {
     /// The file's `id:`.
-    pub id: String,
+    pub(crate) id: String,
     /// Where the file came from, for messages.
-    pub source: String,
+    pub(crate) source: String,
     /// The file's `description:`.
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// The path prefix of its entries (`""` at top level, else the `workflow:` entry's path).
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// The schema of the file's input.
-    pub input_schema: Option<Schema>,
+    pub(crate) input_schema: Option<Schema>,
     /// The schema the state must satisfy after every merge.
-    pub state_schema: Option<Schema>,
+    pub(crate) state_schema: Option<Schema>,
     /// The state a run of this file starts with.
-    pub initial_state: Value,
+    pub(crate) initial_state: Value,
     /// The top-level entries, in order.
-    pub body: Vec<EntryId>,
+    pub(crate) body: Vec<EntryId>,
 }
 
 /// One entry of a `steps:` or `do:` list.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EntryDef {
+pub(crate) struct EntryDef {
     /// The entry's id, unique within its file.
-    pub id: String,
+    pub(crate) id: String,
     /// The full path: enclosing ids joined by `.` (S6).
-    pub path: String,
+    pub(crate) path: String,
     /// The file instance the entry is written in.
-    pub file: FileId,
+    pub(crate) file: FileId,
     /// What the entry does.
-    pub kind: EntryKind,
+    pub(crate) kind: EntryKind,
 }
 
 /// The kinds of entries (WORKFLOW-FORMAT.md §1).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum EntryKind {
+pub(crate) enum EntryKind {
     /// A plugin or native step.
     Step(Box<StepDef>),
     /// Arms that run at once (S18).
@@ -217,78 +217,78 @@ pub enum EntryKind {
 /// An `agent:` entry (S123–S126): a model deciding, tools acting, until the model answers
 /// without a tool call.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AgentDef {
+pub(crate) struct AgentDef {
     /// The model's key in [`Graph::models`].
-    pub model: String,
+    pub(crate) model: String,
     /// The system instructions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instructions: Option<String>,
+    pub(crate) instructions: Option<String>,
     /// The tools offered to the model, by the name the model calls them by.
-    pub tools: Vec<AgentTool>,
+    pub(crate) tools: Vec<AgentTool>,
     /// The most model calls of one execution, a repair included.
-    pub max_steps: u32,
+    pub(crate) max_steps: u32,
     /// The structured output the final answer must be (S124); `None`: the text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<Schema>,
+    pub(crate) output_schema: Option<Schema>,
     /// The model calls' configuration (`max-tokens`, `temperature`); shared with each call.
-    pub config: Arc<Value>,
+    pub(crate) config: Arc<Value>,
     /// The model calls' retry policy (the model's `retry:` over the file's, the entry's over
     /// both).
-    pub retry: RetryPolicy,
+    pub(crate) retry: RetryPolicy,
     /// Each model call's own `timeout-ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
     /// Makes the agent's input from the entry's (`input:`, S119).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<Expr>,
+    pub(crate) input: Option<Expr>,
 }
 
 /// A tool an agent offers its model.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AgentTool {
+pub(crate) struct AgentTool {
     /// The name the model calls it by.
-    pub name: String,
+    pub(crate) name: String,
     /// What it does, for the model.
-    pub description: String,
+    pub(crate) description: String,
     /// The JSON Schema of its arguments, as the model is shown it.
-    pub parameters: Value,
+    pub(crate) parameters: Value,
     /// A person approves each call before it runs (S124).
-    pub approve: bool,
+    pub(crate) approve: bool,
     /// What a call runs: a plugin's tool, or a workflow as a child run.
-    pub call: StepDef,
+    pub(crate) call: StepDef,
 }
 
 /// One arm of a branch.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BranchArm {
+pub(crate) struct BranchArm {
     /// The test.
-    pub when: Expr,
+    pub(crate) when: Expr,
     /// The arm's entry.
-    pub entry: EntryId,
+    pub(crate) entry: EntryId,
 }
 
 /// A plugin step as the core needs it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StepDef {
+pub(crate) struct StepDef {
     /// The key of the plugin in [`Graph::plugins`].
-    pub plugin: String,
+    pub(crate) plugin: String,
     /// The step's name inside the plugin.
-    pub step: String,
+    pub(crate) step: String,
     /// The configuration, defaults filled (S57, S116); shared with the calls of the step.
-    pub config: Arc<Value>,
+    pub(crate) config: Arc<Value>,
     /// The retry policy, workflow default and step override merged (S51).
-    pub retry: RetryPolicy,
+    pub(crate) retry: RetryPolicy,
     /// The step's own `timeout-ms`, overriding the plugin's limit (S15).
-    pub timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
     /// The schemas the plugin declares for this step.
-    pub schemas: StepSchemas,
+    pub(crate) schemas: StepSchemas,
     /// A step, or a tool the plugin exports (`tool:`, S120).
     #[serde(default)]
-    pub kind: StepKind,
+    pub(crate) kind: StepKind,
     /// Makes the invocation's input from the entry's (`input:`, S119); `None`: the entry's
     /// input as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<Expr>,
+    pub(crate) input: Option<Expr>,
 }
 
 /// What a step entry invokes.
@@ -305,39 +305,39 @@ pub enum StepKind {
 
 /// The schemas a step declares (`step-info`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct StepSchemas {
+pub(crate) struct StepSchemas {
     /// What the step accepts.
-    pub input: Option<Schema>,
+    pub(crate) input: Option<Schema>,
     /// What it returns with `done`.
-    pub output: Option<Schema>,
+    pub(crate) output: Option<Schema>,
     /// What it suspends with.
-    pub suspend: Option<Schema>,
+    pub(crate) suspend: Option<Schema>,
     /// What a resume must give.
-    pub resume: Option<Schema>,
+    pub(crate) resume: Option<Schema>,
 }
 
 /// A plugin used by the graph, pinned by content digest (S10).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PluginRef {
+pub(crate) struct PluginRef {
     /// The sha256 of the component, hex.
-    pub digest: String,
+    pub(crate) digest: String,
     /// Where it was loaded from, for messages.
-    pub source: String,
+    pub(crate) source: String,
     /// Its `limits:` and `grants:` as written, paths resolved; the plugin host reads them.
-    pub sandbox: Value,
+    pub(crate) sandbox: Value,
 }
 
 /// When and how often a failed step is tried again (S51, S52).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RetryPolicy {
+pub(crate) struct RetryPolicy {
     /// The most invocations, the first included.
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     /// The wait before the first retry.
-    pub delay_ms: u64,
+    pub(crate) delay_ms: u64,
     /// The factor by which each further wait grows.
-    pub backoff: f64,
+    pub(crate) backoff: f64,
     /// The longest wait.
-    pub max_delay_ms: Option<u64>,
+    pub(crate) max_delay_ms: Option<u64>,
 }
 
 impl Default for RetryPolicy {
@@ -353,7 +353,7 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The wait before retry `k` (k ≥ 1), in milliseconds (S52).
-    pub fn delay_before(&self, k: u32) -> u64 {
+    pub(crate) fn delay_before(&self, k: u32) -> u64 {
         let exp = i32::try_from(k.saturating_sub(1)).unwrap_or(i32::MAX);
         let raw = self.delay_ms as f64 * self.backoff.powi(exp);
         let raw = if raw.is_finite() { raw } else { f64::MAX };

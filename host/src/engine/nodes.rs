@@ -12,7 +12,7 @@ use super::time::Millis;
 
 /// A sequence of entries under way: a file's `steps:` or a `do:` list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Seq {
+pub(crate) struct Seq {
     /// Which list.
     pub list: ListRef,
     /// Where the sequence as a whole stands.
@@ -25,7 +25,7 @@ pub struct Seq {
 
 impl Seq {
     /// A sequence over `list`, starting with its first entry `first`.
-    pub fn new(list: ListRef, first: EntryId, input: impl Into<Arc<Value>>) -> Self {
+    pub(crate) fn new(list: ListRef, first: EntryId, input: impl Into<Arc<Value>>) -> Self {
         Seq {
             list,
             phase: Phase::Running,
@@ -37,7 +37,7 @@ impl Seq {
 
 /// Names an entry list of the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ListRef {
+pub(crate) enum ListRef {
     /// A file's top-level `steps:`.
     File(FileId),
     /// A block's `do:` body.
@@ -47,7 +47,7 @@ pub enum ListRef {
 /// How an execution ended. An output is shared (`Arc`) with what reads it next: the next
 /// entry's input, `.steps`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum End {
+pub(crate) enum End {
     /// With an output.
     Success(Arc<Value>),
     /// With an error.
@@ -62,7 +62,7 @@ pub enum End {
 
 /// Where an execution stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Created, not started.
     New,
     /// Something inside runs or waits.
@@ -75,7 +75,7 @@ pub enum Phase {
 
 /// One execution of an entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Node {
+pub(crate) struct Node {
     /// The entry.
     pub entry: EntryId,
     /// What it received, shared with the calls and executions that read it.
@@ -92,7 +92,7 @@ pub struct Node {
 
 impl Node {
     /// An execution of `entry` with `input`, not started.
-    pub fn new(entry: EntryId, input: impl Into<Arc<Value>>) -> Self {
+    pub(crate) fn new(entry: EntryId, input: impl Into<Arc<Value>>) -> Self {
         Node {
             entry,
             input: input.into(),
@@ -105,7 +105,7 @@ impl Node {
 
 /// The kind-specific state of an execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum NodeKind {
+pub(crate) enum NodeKind {
     /// Nothing of its own yet (before start), or nothing at all (map).
     Plain,
     /// A plugin step.
@@ -140,7 +140,7 @@ pub enum NodeKind {
 /// tool calls are step executions of their own, each with its own path and record, so a
 /// recovery repeats none that has ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgentNode {
+pub(crate) struct AgentNode {
     /// The conversation: provider-neutral messages, the model's replies and tool results
     /// included.
     pub messages: Vec<Value>,
@@ -162,7 +162,7 @@ pub struct AgentNode {
 
 /// Tokens an agent's model calls used, as the provider counted them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentUsage {
+pub(crate) struct AgentUsage {
     /// Tokens of the requests.
     pub input_tokens: u64,
     /// Tokens of the replies.
@@ -171,7 +171,7 @@ pub struct AgentUsage {
 
 /// What an agent waits for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum AgentNow {
+pub(crate) enum AgentNow {
     /// A model call.
     Model(Box<Node>),
     /// The tool calls of the last reply, in the order the model made them.
@@ -182,7 +182,7 @@ pub enum AgentNow {
 
 /// One tool call of a model reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolRun {
+pub(crate) struct ToolRun {
     /// The provider's id of the call.
     pub id: String,
     /// The tool's name.
@@ -197,7 +197,7 @@ pub struct ToolRun {
 
 /// Where a tool call stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum ToolState {
+pub(crate) enum ToolState {
     /// Not started.
     Pending,
     /// Suspended until a person approves or refuses it (S124).
@@ -229,7 +229,7 @@ impl AgentNode {
 
 /// A plugin step's own state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepNode {
+pub(crate) struct StepNode {
     /// The current attempt (0-based).
     pub attempt: u32,
     /// Given to the invocations of a resumed execution (S72).
@@ -240,7 +240,7 @@ pub struct StepNode {
 
 /// What a step waits for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum StepWait {
+pub(crate) enum StepWait {
     /// An invocation's end; `state` is the state it was given (re-issued as is, S102).
     Invocation {
         /// The invocation's token.
@@ -268,7 +268,7 @@ pub enum StepWait {
 
 /// A foreach's items.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ForeachNode {
+pub(crate) struct ForeachNode {
     /// One per element.
     pub items: Vec<Item>,
     /// Items succeeded so far.
@@ -283,7 +283,7 @@ pub struct ForeachNode {
 
 /// One foreach item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Item {
+pub(crate) enum Item {
     /// Not started.
     Pending,
     /// Started: its body, and whether its suspension was reported already.

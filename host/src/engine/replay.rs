@@ -1,25 +1,30 @@
 //! Replay: folding an orchestration log back into a run state.
 
+#[cfg(test)]
 use serde_json::Value;
 
 use super::advance::advance;
 use super::events::Event;
 use super::model::Graph;
+#[cfg(test)]
 use super::start::new_run;
 use super::state::RunState;
+#[cfg(test)]
 use super::time::Millis;
 
 /// Folds stored orchestration events into `run`, in order: the one way a state is rebuilt, by
-/// the driver from a snapshot and the records after it, and by [`replay`] from a fresh run.
+/// the driver from a snapshot and the records after it, and by `replay` (in tests) from a fresh run.
 /// A refused event was stored only if it changed nothing; it changes nothing now.
-pub fn fold(run: &mut RunState, graph: &Graph, events: impl IntoIterator<Item = Event>) {
+pub(crate) fn fold(run: &mut RunState, graph: &Graph, events: impl IntoIterator<Item = Event>) {
     for event in events {
         let _ = advance(run, graph, event);
     }
 }
 
-/// Replays a stored event log from a fresh run: the state it rebuilds must equal the live one.
-pub fn replay(
+/// Replays a stored event log from a fresh run: the state it rebuilds must equal the live one
+/// (the property and recovery tests' check of [`fold`]).
+#[cfg(test)]
+pub(crate) fn replay(
     graph: &Graph,
     run_id: String,
     input: Value,

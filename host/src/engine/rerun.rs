@@ -18,7 +18,7 @@ use super::{
 };
 
 /// What a re-run starts from.
-pub struct RerunRequest<'a> {
+pub(crate) struct RerunRequest<'a> {
     /// The ended source run.
     pub source: &'a RunState,
     /// The graph the source ran.
@@ -38,7 +38,7 @@ pub struct RerunRequest<'a> {
 }
 
 /// Builds the new run of `graph` (the source's own, or a file with the same entries, S96).
-pub fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Refusal> {
+pub(crate) fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Refusal> {
     let source = req.source;
     let path = req.path;
     if !source.status.is_ended() {

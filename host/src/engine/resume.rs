@@ -162,7 +162,7 @@ fn suspended_list(run: &RunState, graph: &Graph) -> Vec<(EntryId, String, Suspen
 }
 
 /// The run's suspended list with paths, for records and events (S66).
-pub fn suspended(run: &RunState, graph: &Graph) -> Vec<SuspendedEntry> {
+pub(crate) fn suspended(run: &RunState, graph: &Graph) -> Vec<SuspendedEntry> {
     suspended_list(run, graph)
         .into_iter()
         .map(|(_, _, e)| e)

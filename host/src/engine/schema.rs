@@ -16,7 +16,7 @@ pub struct Violation {
 
 /// A JSON Schema, compiled on first use.
 #[derive(Debug, Clone)]
-pub struct Schema {
+pub(crate) struct Schema {
     value: Value,
     compiled: OnceLock<Result<Arc<jsonschema::Validator>, String>>,
 }
@@ -41,7 +41,7 @@ impl<'de> Deserialize<'de> for Schema {
 
 impl Schema {
     /// A schema from its JSON; [`Schema::compile`] tells whether it is a valid schema.
-    pub fn new(value: Value) -> Self {
+    pub(crate) fn new(value: Value) -> Self {
         Self {
             value,
             compiled: OnceLock::new(),
@@ -49,12 +49,12 @@ impl Schema {
     }
 
     /// The schema's JSON.
-    pub fn value(&self) -> &Value {
+    pub(crate) fn value(&self) -> &Value {
         &self.value
     }
 
     /// Compiles the schema, or says why it is not a valid draft 2020-12 schema.
-    pub fn compile(&self) -> Result<(), String> {
+    pub(crate) fn compile(&self) -> Result<(), String> {
         self.validator().map(|_| ())
     }
 
@@ -71,12 +71,12 @@ impl Schema {
 
     /// Fills in the `default` of each absent member declared under `properties`, recursing
     /// through `properties` only (S57).
-    pub fn fill_defaults(&self, value: &mut Value) {
+    pub(crate) fn fill_defaults(&self, value: &mut Value) {
         fill(&self.value, value);
     }
 
     /// Checks `value`; every violation, in document order.
-    pub fn check(&self, value: &Value) -> Result<(), Vec<Violation>> {
+    pub(crate) fn check(&self, value: &Value) -> Result<(), Vec<Violation>> {
         let validator = match self.validator() {
             Ok(v) => v,
             Err(message) => {
@@ -106,7 +106,7 @@ impl Schema {
 
     /// Fills defaults into `value`, then checks it: the usual treatment of a value weft hands
     /// over (S57).
-    pub fn fill_and_check(&self, value: &mut Value) -> Result<(), Vec<Violation>> {
+    pub(crate) fn fill_and_check(&self, value: &mut Value) -> Result<(), Vec<Violation>> {
         self.fill_defaults(value);
         self.check(value)
     }
@@ -169,7 +169,7 @@ fn fill(schema: &Value, value: &mut Value) {
 }
 
 /// One line listing violations, for messages: `/amount: expected number, found string; ...`.
-pub fn summarize(violations: &[Violation]) -> String {
+pub(crate) fn summarize(violations: &[Violation]) -> String {
     violations
         .iter()
         .map(|v| {
@@ -184,7 +184,7 @@ pub fn summarize(violations: &[Violation]) -> String {
 }
 
 /// The `details` object of a validation failure (S63).
-pub fn details(violations: &[Violation]) -> Value {
+pub(crate) fn details(violations: &[Violation]) -> Value {
     json!({ "violations": violations })
 }
 

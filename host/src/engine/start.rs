@@ -17,7 +17,7 @@ const RECORDS_UP_FRONT: usize = 32;
 
 /// A new, `pending` run of `graph` (S114). `input` must already have passed
 /// [`check_run_input`]; `at` is the creation time.
-pub fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunState {
+pub(crate) fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunState {
     let root = graph.root();
     let mut files = BTreeMap::new();
     files.insert(
@@ -58,7 +58,7 @@ pub fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -> RunSt
 }
 
 /// Fills the run input's defaults and checks it against the top-level `input-schema` (S57, S58).
-pub fn check_run_input(graph: &Graph, input: &mut Value) -> Result<(), Vec<Violation>> {
+pub(crate) fn check_run_input(graph: &Graph, input: &mut Value) -> Result<(), Vec<Violation>> {
     match &graph.root().input_schema {
         Some(schema) => schema.fill_and_check(input),
         None => Ok(()),

@@ -15,7 +15,7 @@ use super::records::{ErrorInfo, RestartedFrom, StepRecord, TripwireInfo, present
 use super::time::Millis;
 
 /// The format version of [`RunState`]; bumped when its serialized shape changes.
-pub const STATE_FORMAT: u32 = 1;
+pub(crate) const STATE_FORMAT: u32 = 1;
 
 /// Where a run stands (WORKFLOW-FORMAT.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -83,7 +83,7 @@ impl std::fmt::Display for RunStatus {
 
 /// The state of one file instance of a run: its input, state and bail flag.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FileState {
+pub(crate) struct FileState {
     /// The file's input (`.init`, `run.init-data`), shared with the invocations that may read
     /// it rather than copied into each.
     pub input: Arc<Value>,
@@ -103,7 +103,7 @@ pub struct FileState {
 
 /// The whole state of a run: what the core needs, and what the run record shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunState {
+pub(crate) struct RunState {
     /// [`STATE_FORMAT`] when written.
     pub format: u32,
     /// The run's id.

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 
 /// Milliseconds since the Unix epoch, UTC. Time only enters the core inside events.
-pub type Millis = i64;
+pub(crate) type Millis = i64;
 
 /// RFC 3339 in UTC with milliseconds (S109).
 ///

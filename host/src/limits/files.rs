@@ -8,14 +8,14 @@ use std::path::Path;
 use super::MIB;
 
 /// The largest workflow file weft reads: 16 MiB.
-pub const MAX_WORKFLOW_FILE_BYTES: u64 = 16 * MIB;
+pub(crate) const MAX_WORKFLOW_FILE_BYTES: u64 = 16 * MIB;
 
 /// The largest plugin component weft reads: 256 MiB.
-pub const MAX_PLUGIN_FILE_BYTES: u64 = 256 * MIB;
+pub(crate) const MAX_PLUGIN_FILE_BYTES: u64 = 256 * MIB;
 
 /// The bytes of the regular file at `path`; an error when it is anything else (a device, a
 /// pipe, a socket, a directory) or longer than `max` bytes.
-pub fn read_at_most(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_at_most(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     // Opened without blocking, so a named pipe with no writer is refused instead of waited on;
     // what is opened is checked, not what the path named a moment before.
     let mut options = std::fs::OpenOptions::new();

@@ -30,7 +30,7 @@ use crate::executor::{EventSink, GuestEvent, StepExecutor, StepRequest, until_ab
 /// One message of a conversation, provider-neutral.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Message {
+pub(crate) struct Message {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
     /// The text (for `tool`, the tool's result as text).
@@ -47,7 +47,7 @@ pub struct Message {
 /// A tool call the model made.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolCall {
+pub(crate) struct ToolCall {
     /// The provider's id of the call.
     pub id: String,
     /// The tool's name.
@@ -59,7 +59,7 @@ pub struct ToolCall {
 /// A tool offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolSpec {
+pub(crate) struct ToolSpec {
     /// The tool's name.
     pub name: String,
     /// What it does, for the model.
@@ -109,7 +109,7 @@ pub(crate) struct Request {
 
 /// Tokens a call used, as the provider counted them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
+pub(crate) struct Usage {
     /// Tokens of the request.
     pub input_tokens: u64,
     /// Tokens of the reply.
@@ -118,7 +118,7 @@ pub struct Usage {
 
 /// A model's whole reply: the step's output.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// The text.
     pub text: String,
     /// The tool calls, in the order the model made them.
@@ -230,13 +230,13 @@ fn make_request(input: &Value, config: &Value) -> Result<Request, StepFailure> {
 }
 
 /// Runs the calls of one model of a workflow.
-pub struct ModelStep {
+pub(crate) struct ModelStep {
     def: Arc<ModelDef>,
 }
 
 impl ModelStep {
     /// The executor of `def`.
-    pub fn new(def: ModelDef) -> Self {
+    pub(crate) fn new(def: ModelDef) -> Self {
         ModelStep { def: Arc::new(def) }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use weft::plugin::PoolConfig;
+//! use weft::PoolConfig;
 //! use weft::HostConfig;
 //!
 //! let host = HostConfig::default()

@@ -116,6 +116,7 @@ impl PluginHost {
     ///
     /// Call it when a workflow file is loaded; an invocation with a sandbox that fails it fails
     /// with code `sandbox-error` before the guest starts.
+    #[doc(hidden)]
     pub fn check_sandbox(&self, sandbox: &Sandbox) -> Result<(), PluginError> {
         sandbox.check()?;
         match grants::exposure(&sandbox.grants, &self.inner.shared.protected) {
@@ -132,6 +133,7 @@ impl PluginHost {
 
     /// Loads a plugin from its bytes, checking them against `pin` (hex sha256, optionally
     /// `sha256:`-prefixed) when given. Loading the same bytes again returns the same plugin.
+    #[doc(hidden)]
     pub async fn load(&self, wasm: &[u8], pin: Option<&str>) -> Result<Arc<Plugin>, PluginError> {
         let digest = cache::sha256_hex(wasm);
         let origin = format!("plugin sha256:{}", &digest[..12]);
@@ -173,6 +175,7 @@ impl PluginHost {
     /// Per digest, `fetch` runs only while no plugin is loaded and never twice at once: callers
     /// that ask meanwhile wait and share its plugin (after a failure, the next caller fetches
     /// again). Bytes that do not hash to `digest` are refused with [`PluginError::Damaged`].
+    #[doc(hidden)]
     pub async fn load_stored<F, Fut, E>(&self, digest: &str, fetch: F) -> Result<Arc<Plugin>, E>
     where
         F: FnOnce() -> Fut,

@@ -71,11 +71,8 @@ pub use describe::{PluginExports, ToolCall, ToolInfo};
 pub use error::PluginError;
 pub use host::{PluginHost, PoolUsage};
 pub use loaded::Plugin;
-pub use sandbox::{
-    DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT_MIB, DEFAULT_MEMORY_MIB, DirGrant, DirMode, EnvValue,
-    Grants, Limits, Sandbox,
-};
-pub use step::PluginStep;
+pub use sandbox::{DirGrant, DirMode, EnvValue, Grants, Limits, Sandbox};
+pub(crate) use step::PluginStep;
 
 /// Locks a mutex, ignoring poisoning (the data are plain values that stay consistent).
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

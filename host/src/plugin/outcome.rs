@@ -1,4 +1,4 @@
-//! Turning what a guest did into an [`InvocationResult`]: the failure codes of S14, S83, S84,
+//! Turning what a guest did into an [`InvocationResult`](crate::InvocationResult): the failure codes of S14, S83, S84,
 //! S110, and the parsing of the JSON texts a guest hands back.
 
 use std::time::Duration;

@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 use super::error::PluginError;
 
 /// Default `limits.memory-mib`.
-pub const DEFAULT_MEMORY_MIB: u64 = 128;
+pub(crate) const DEFAULT_MEMORY_MIB: u64 = 128;
 /// Default `limits.max-output-mib`.
-pub const DEFAULT_MAX_OUTPUT_MIB: u64 = 8;
+pub(crate) const DEFAULT_MAX_OUTPUT_MIB: u64 = 8;
 /// Default `limits.max-events`.
-pub const DEFAULT_MAX_EVENTS: u64 = 100_000;
+pub(crate) const DEFAULT_MAX_EVENTS: u64 = 100_000;
 
 const MIB: u64 = 1024 * 1024;
 

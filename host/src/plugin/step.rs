@@ -11,14 +11,14 @@ use crate::engine::model::StepKind;
 use crate::executor::{StepExecutor, StepRequest};
 
 /// A plugin's steps, run in the sandbox a workflow gives the plugin.
-pub struct PluginStep {
+pub(crate) struct PluginStep {
     plugin: Arc<Plugin>,
     sandbox: Arc<Sandbox>,
 }
 
 impl PluginStep {
     /// The steps of `plugin` under `sandbox`.
-    pub fn new(plugin: Arc<Plugin>, sandbox: Arc<Sandbox>) -> Self {
+    pub(crate) fn new(plugin: Arc<Plugin>, sandbox: Arc<Sandbox>) -> Self {
         PluginStep { plugin, sandbox }
     }
 }

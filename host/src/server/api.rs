@@ -377,7 +377,7 @@ pub(crate) async fn definition(
 ) -> Result<Response, ApiError> {
     let id = run_id(id)?;
     let graph = app.rt.definition(&id)?;
-    let mermaid = crate::engine::draw::draw(&graph, crate::engine::draw::Format::Mermaid);
+    let mermaid = graph.draw(crate::engine::draw::DrawingFormat::Mermaid);
     let graph = serde_json::to_value(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(Definition { graph, mermaid }).into_response())
 }

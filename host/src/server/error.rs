@@ -23,14 +23,14 @@ pub(crate) struct ApiError {
 
 /// The body of every refusal.
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
+pub(super) struct ErrorBody {
     /// What went wrong.
     pub error: ErrorDetail,
 }
 
 /// What went wrong.
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct ErrorDetail {
+pub(super) struct ErrorDetail {
     /// A stable kebab-case word: `bad-request`, `invalid-run-id`, `unknown-run`, ...
     pub code: String,
     /// What is wrong and how to fix it.

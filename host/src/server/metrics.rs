@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::App;
 use super::error::ApiError;
-use crate::driver::metrics::CONTENT_TYPE;
+use crate::driver::metrics::METRICS_CONTENT_TYPE;
 
 /// Stored runs by status, runs driven, step invocations in flight, transitions, and step
 /// latency by outcome.
@@ -16,5 +16,5 @@ pub(crate) async fn metrics(State(app): State<App>) -> Result<Response, ApiError
     let text = tokio::task::spawn_blocking(move || rt.metrics())
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
+    Ok(([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response())
 }

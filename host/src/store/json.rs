@@ -9,7 +9,7 @@
 use serde::de::DeserializeOwned;
 
 /// Parses stored JSON bytes of any depth.
-pub fn from_stored<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
+pub(crate) fn from_stored<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     de.disable_recursion_limit();
     let value = T::deserialize(serde_stacker::Deserializer::new(&mut de))?;

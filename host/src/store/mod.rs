@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use self::sled::{STORE_FORMAT, SledStore};
-pub use json::from_stored;
+pub(crate) use json::from_stored;
 #[cfg(feature = "postgres")]
-pub use postgres::{PgStore, is_postgres};
+pub use postgres::PgStore;
+#[cfg(feature = "postgres")]
+pub(crate) use postgres::is_postgres;
 
 use crate::engine::RunStatus;
 
@@ -98,7 +100,7 @@ pub struct RunSummary {
 pub type RecordKey = (u64, u32);
 
 /// A run's definition as it is stored: the serialized graph and its sha256, the name of the
-/// blob that holds it. Made once per workflow ([`crate::workflow::LoadedWorkflow::shared`]),
+/// blob that holds it. Made once per workflow (`LoadedWorkflow::shared`),
 /// not hashed again for each run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Definition {

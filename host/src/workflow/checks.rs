@@ -7,13 +7,13 @@ use super::raw::RawRetry;
 use crate::plugin::Sandbox;
 
 /// The largest `retry.delay-ms` and `retry.max-delay-ms`: 30 days.
-pub const MAX_RETRY_DELAY_MS: u64 = 30 * 24 * 60 * 60 * 1000;
+pub(crate) const MAX_RETRY_DELAY_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 
 /// The largest `limits.memory-mib` and `limits.max-output-mib`: 64 GiB.
-pub const MAX_LIMIT_MIB: u64 = 65_536;
+pub(crate) const MAX_LIMIT_MIB: u64 = 65_536;
 
 /// Whether `id` is a valid workflow, entry or arm id: `[a-z0-9-_]+`.
-pub fn valid_id(id: &str) -> bool {
+pub(super) fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id
             .chars()
@@ -21,7 +21,7 @@ pub fn valid_id(id: &str) -> bool {
 }
 
 /// What is wrong with a `retry:` policy, and how to fix it.
-pub fn retry(r: &RawRetry) -> Result<(), (String, &'static str)> {
+pub(super) fn retry(r: &RawRetry) -> Result<(), (String, &'static str)> {
     if r.attempts == Some(0) {
         return Err((
             "retry.attempts is 0".into(),
@@ -70,7 +70,7 @@ fn env_value(name: &str, value: &Value) -> Result<(), String> {
 
 /// Which part of a plugin declaration a refusal is about.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Part {
+pub(super) enum Part {
     /// `limits:`.
     Limits,
     /// `grants:`.
@@ -79,7 +79,10 @@ pub enum Part {
 
 /// What is wrong with the shape of a plugin's `limits:` and `grants:` as written (before serde
 /// reads them: serde would read a list as a struct's fields in order).
-pub fn sandbox_shape(limits: Option<&Value>, grants: Option<&Value>) -> Result<(), (String, Part)> {
+pub(super) fn sandbox_shape(
+    limits: Option<&Value>,
+    grants: Option<&Value>,
+) -> Result<(), (String, Part)> {
     shape(limits, grants).map_err(|(m, in_limits)| {
         (
             m,
@@ -135,7 +138,7 @@ fn shape(limits: Option<&Value>, grants: Option<&Value>) -> Result<(), (String, 
 }
 
 /// What is wrong with a sandbox's values beyond what [`Sandbox::check`] covers.
-pub fn sandbox_values(sandbox: &Sandbox) -> Result<(), (String, Part)> {
+pub(super) fn sandbox_values(sandbox: &Sandbox) -> Result<(), (String, Part)> {
     let limits = &sandbox.limits;
     for (name, value) in [
         ("memory-mib", limits.memory_mib),

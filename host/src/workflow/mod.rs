@@ -8,10 +8,8 @@ mod syntax;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use checks::{MAX_LIMIT_MIB, MAX_RETRY_DELAY_MS};
-pub use load::{
-    LoadedPlugin, LoadedWorkflow, MAX_ENTRIES, MAX_FILE_NESTING, load_workflow, load_workflow_with,
-};
+pub(crate) use load::load_workflow_with;
+pub use load::{LoadedWorkflow, MAX_ENTRIES, MAX_FILE_NESTING, load_workflow};
 
 /// Why a workflow file was refused: the file, the line, what is wrong and how to fix it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

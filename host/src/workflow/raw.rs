@@ -11,7 +11,7 @@ use serde_saphyr::Spanned;
 /// A whole workflow file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct RawFile {
+pub(super) struct RawFile {
     pub id: Spanned<String>,
     #[serde(default)]
     pub description: Option<String>,
@@ -33,7 +33,7 @@ pub struct RawFile {
 /// A plugin declaration.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct RawPlugin {
+pub(super) struct RawPlugin {
     pub wasm: Spanned<String>,
     #[serde(default)]
     pub sha256: Option<String>,
@@ -46,7 +46,7 @@ pub struct RawPlugin {
 /// A model declaration (S122).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct RawModel {
+pub(super) struct RawModel {
     pub api: Spanned<String>,
     pub base_url: Spanned<String>,
     pub model: String,
@@ -61,7 +61,7 @@ pub struct RawModel {
 /// A retry policy; absent fields inherit (S51).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct RawRetry {
+pub(super) struct RawRetry {
     pub attempts: Option<u32>,
     pub delay_ms: Option<u64>,
     pub backoff: Option<f64>,
@@ -71,7 +71,7 @@ pub struct RawRetry {
 /// One entry: a step, or a map with exactly one block key.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct RawEntry {
+pub(super) struct RawEntry {
     #[serde(default)]
     pub id: Option<Spanned<String>>,
     #[serde(default)]
@@ -113,7 +113,7 @@ pub struct RawEntry {
 /// `agent:` (S123).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct RawAgent {
+pub(super) struct RawAgent {
     pub id: Spanned<String>,
     pub model: Spanned<String>,
     #[serde(default)]
@@ -139,7 +139,7 @@ pub struct RawAgent {
 /// One tool of an agent: a plugin's tool, or a workflow.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct RawAgentTool {
+pub(super) struct RawAgentTool {
     #[serde(default)]
     pub plugin: Option<Spanned<String>>,
     #[serde(default)]
@@ -159,7 +159,7 @@ pub struct RawAgentTool {
 /// `parallel:`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawParallel {
+pub(super) struct RawParallel {
     pub id: Spanned<String>,
     pub steps: Vec<RawEntry>,
 }
@@ -167,7 +167,7 @@ pub struct RawParallel {
 /// `branch:`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawBranch {
+pub(super) struct RawBranch {
     pub id: Spanned<String>,
     pub arms: Vec<RawArm>,
 }
@@ -175,7 +175,7 @@ pub struct RawBranch {
 /// One branch arm.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawArm {
+pub(super) struct RawArm {
     #[serde(default)]
     pub id: Option<Spanned<String>>,
     pub when: Spanned<String>,
@@ -186,7 +186,7 @@ pub struct RawArm {
 /// `foreach:`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawForeach {
+pub(super) struct RawForeach {
     pub id: Spanned<String>,
     #[serde(default)]
     pub concurrency: Option<u32>,
@@ -197,7 +197,7 @@ pub struct RawForeach {
 /// `loop:`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct RawLoop {
+pub(super) struct RawLoop {
     pub id: Spanned<String>,
     #[serde(default)]
     pub do_while: Option<Spanned<String>>,
@@ -212,7 +212,7 @@ pub struct RawLoop {
 /// `sleep:`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawSleep {
+pub(super) struct RawSleep {
     pub id: Spanned<String>,
     #[serde(default)]
     pub ms: Option<u64>,
@@ -223,7 +223,7 @@ pub struct RawSleep {
 /// `map:`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawMap {
+pub(super) struct RawMap {
     pub id: Spanned<String>,
     pub expr: Spanned<String>,
 }
@@ -231,14 +231,14 @@ pub struct RawMap {
 /// `workflow:`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawWorkflow {
+pub(super) struct RawWorkflow {
     pub id: Spanned<String>,
     pub file: Spanned<String>,
 }
 
 /// A `do:`: one entry or a list of entries.
 #[derive(Debug)]
-pub enum RawDo {
+pub(super) enum RawDo {
     /// One entry.
     One(Box<RawEntry>),
     /// An inline list.

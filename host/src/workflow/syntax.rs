@@ -7,7 +7,7 @@ use serde_saphyr::budget::BudgetBreach;
 use serde_saphyr::{Budget, Error, MessageFormatter, UserMessageFormatter};
 
 /// The sentence for a YAML or shape error, without its position.
-pub fn message(e: &Error) -> String {
+pub(super) fn message(e: &Error) -> String {
     let text: Cow<str> = match original(e) {
         Error::Budget { breach, .. } => Cow::Owned(budget(breach)),
         Error::AliasReplayCounterOverflow { .. }

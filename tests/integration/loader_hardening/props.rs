@@ -21,12 +21,13 @@ use proptest::sample::Index;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 use serde_json::{Map, Value, json};
-use weft::driver::{Runtime, StoredEvent};
-use weft::engine::expr::{Expr, ExprError, MAX_VALUE_DEPTH};
-use weft::engine::invocation::StepOutcome;
-use weft::engine::{EventKind, RunStatus};
-use weft::native::{NativeCall, NativeStep};
-use weft::workflow::{LoadedWorkflow, MAX_ENTRIES, WorkflowError};
+use weft::StepOutcome;
+use weft::internal::MAX_ENTRIES;
+use weft::internal::{Expr, ExprError, MAX_VALUE_DEPTH};
+use weft::{EventKind, RunStatus};
+use weft::{LoadedWorkflow, WorkflowError};
+use weft::{NativeCall, NativeStep};
+use weft::{Runtime, StoredEvent};
 
 use crate::common::{config, config_for, plugin_paths};
 use crate::rules::req;
@@ -562,9 +563,8 @@ fn check_loaded(
 ) -> Result<(), TestCaseError> {
     match loaded {
         Ok(w) => {
-            prop_assert!(w.graph.entries.len() <= MAX_ENTRIES);
-            let (_, definition) = w
-                .shared()
+            prop_assert!(weft::internal::entry_count(&w) <= MAX_ENTRIES);
+            let definition = weft::internal::definition(&w)
                 .map_err(|e| TestCaseError::fail(format!("the graph serializes: {e}")))?;
             prop_assert!(
                 definition.bytes().len() <= limit,
@@ -605,8 +605,8 @@ fn mutated_workflow_files_never_panic_hang_or_grow_the_loader() {
     let mut seed_graphs = Vec::new();
     for (path, text) in &seeds {
         let loaded = tokio.block_on(rt.load_workflow_text(&path.display().to_string(), text));
-        let graph = match loaded.map(|w| w.shared()) {
-            Ok(Ok((_, definition))) => definition.bytes().len(),
+        let graph = match loaded.map(|w| weft::internal::definition(&w)) {
+            Ok(Ok(definition)) => definition.bytes().len(),
             other => panic!("the seed {} loads: {:?}", path.display(), other.err()),
         };
         seed_graphs.push(graph);
@@ -1166,8 +1166,8 @@ fn generated_workflow_files_never_panic_hang_or_grow_the_loader() {
     let base = tokio
         .block_on(rt.load_workflow_text(&path.display().to_string(), &seeds[3].1))
         .ok()
-        .and_then(|w| w.shared().ok())
-        .map(|(_, definition)| definition.bytes().len())
+        .and_then(|w| weft::internal::definition(&w).ok())
+        .map(|definition| definition.bytes().len())
         .expect("the seed with every kind of entry loads");
     let (mut runner, seed) = runner(GEN_CASES);
     let watchdog = Watchdog::start("generated workflow files", seed);

@@ -16,7 +16,7 @@ pub struct CancelArgs {
 }
 
 /// Carries out `weft cancel`.
-pub async fn exec(rt: &Runtime, args: CancelArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: CancelArgs, out: &mut dyn Output) -> i32 {
     let CancelArgs { run_id } = args;
     match rt.cancel(&run_id).await {
         Ok(()) => {

@@ -26,7 +26,7 @@ pub enum DevCmd {
 }
 
 /// Carries out a `weft dev` command.
-pub async fn exec(cmd: DevCmd, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(cmd: DevCmd, out: &mut dyn Output) -> i32 {
     match cmd {
         DevCmd::Model { script, addr } => {
             let script = match crate::dev_model::Script::from_file(&script) {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::{EXIT_OK, EXIT_USAGE, Output};
 use crate::driver::Runtime;
-use crate::engine::draw::{Format, draw};
+use crate::engine::draw::DrawingFormat;
 use crate::workflow::load_workflow;
 
 /// The arguments of `weft graph`.
@@ -21,11 +21,11 @@ pub struct GraphArgs {
 }
 
 /// Carries out `weft graph`.
-pub async fn exec(rt: &Runtime, args: GraphArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: GraphArgs, out: &mut dyn Output) -> i32 {
     let GraphArgs { file, format } = args;
     let format = match format.as_str() {
-        "mermaid" => Format::Mermaid,
-        "dot" => Format::Dot,
+        "mermaid" => DrawingFormat::Mermaid,
+        "dot" => DrawingFormat::Dot,
         other => {
             out.err(&format!(
                 "error: unknown format `{other}`; use mermaid or dot"
@@ -35,7 +35,7 @@ pub async fn exec(rt: &Runtime, args: GraphArgs, out: &mut dyn Output) -> i32 {
     };
     match load_workflow(&file, rt.host()).await {
         Ok(w) => {
-            out.line(draw(&w.graph, format).trim_end());
+            out.line(w.graph.draw(format).trim_end());
             EXIT_OK
         }
         Err(e) => {

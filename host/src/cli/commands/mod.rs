@@ -6,21 +6,21 @@
 //! `record` (a run followed to its end, its record printed, its exit code) and in `service`
 //! (what the long-running commands share).
 
-pub mod cancel;
-pub mod dev;
-pub mod graph;
+pub(super) mod cancel;
+pub(super) mod dev;
+pub(super) mod graph;
 pub mod new;
-pub mod plugin;
-pub mod record;
-pub mod resume;
-pub mod run;
-pub mod runs;
-pub mod serve;
+pub(super) mod plugin;
+pub(super) mod record;
+pub(super) mod resume;
+pub(super) mod run;
+pub(super) mod runs;
+pub(super) mod serve;
 mod service;
-pub mod show;
-pub mod validate;
-pub mod watch;
-pub mod worker;
+pub(super) mod show;
+pub(super) mod validate;
+pub(super) mod watch;
+pub(super) mod worker;
 
 use serde_json::Value;
 

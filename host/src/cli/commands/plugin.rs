@@ -28,7 +28,7 @@ pub enum PluginCmd {
 }
 
 /// Carries out a `weft plugin` command.
-pub async fn exec(rt: &Runtime, cmd: PluginCmd, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, cmd: PluginCmd, out: &mut dyn Output) -> i32 {
     match cmd {
         PluginCmd::Compile { files } => {
             for file in files {

@@ -35,7 +35,7 @@ pub struct ResumeArgs {
 }
 
 /// Carries out `weft resume`.
-pub async fn exec(rt: &Runtime, args: ResumeArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: ResumeArgs, out: &mut dyn Output) -> i32 {
     let ResumeArgs {
         run_id,
         step,

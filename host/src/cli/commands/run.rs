@@ -45,7 +45,7 @@ pub struct RunArgs {
 }
 
 /// Carries out `weft run`.
-pub async fn exec(rt: &Runtime, args: RunArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: RunArgs, out: &mut dyn Output) -> i32 {
     let RunArgs {
         file,
         from_step,

@@ -20,7 +20,7 @@ pub struct RunsArgs {
 }
 
 /// Carries out `weft runs`.
-pub async fn exec(rt: &Runtime, args: RunsArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: RunsArgs, out: &mut dyn Output) -> i32 {
     let RunsArgs { workflow, status } = args;
     let status = match status.as_deref().map(|s| (s, RunStatus::parse(s))) {
         Some((s, None)) => {

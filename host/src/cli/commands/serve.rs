@@ -50,7 +50,7 @@ pub struct ServeArgs {
 }
 
 /// Carries out `weft serve`: serves until the server fails or Ctrl-C or SIGTERM stops it.
-pub async fn exec(rt: &Runtime, args: ServeArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: ServeArgs, out: &mut dyn Output) -> i32 {
     let ServeArgs {
         addr,
         workflows,

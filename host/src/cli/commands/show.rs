@@ -20,7 +20,7 @@ pub struct ShowArgs {
 }
 
 /// Carries out `weft show`.
-pub async fn exec(rt: &Runtime, args: ShowArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: ShowArgs, out: &mut dyn Output) -> i32 {
     let ShowArgs { run_id, json } = args;
     match rt.show(&run_id).await {
         Ok(record) => {

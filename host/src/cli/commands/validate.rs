@@ -17,7 +17,7 @@ pub struct ValidateArgs {
 }
 
 /// Carries out `weft validate`.
-pub async fn exec(rt: &Runtime, args: ValidateArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: ValidateArgs, out: &mut dyn Output) -> i32 {
     let ValidateArgs { file } = args;
     match load_workflow(&file, rt.host()).await {
         Ok(w) => {

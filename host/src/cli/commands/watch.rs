@@ -22,7 +22,7 @@ pub struct WatchArgs {
 }
 
 /// Carries out `weft watch`.
-pub async fn exec(rt: &Runtime, args: WatchArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: WatchArgs, out: &mut dyn Output) -> i32 {
     let WatchArgs {
         run_id,
         from_seq,

@@ -16,7 +16,7 @@ pub struct WorkerArgs {
 }
 
 /// Carries out `weft worker`.
-pub async fn exec(rt: &Runtime, args: WorkerArgs, out: &mut dyn Output) -> i32 {
+pub(crate) async fn exec(rt: &Runtime, args: WorkerArgs, out: &mut dyn Output) -> i32 {
     let WorkerArgs { concurrency } = args;
     if !rt.is_shared() {
         out.err(&format!("error: {}", RuntimeError::NotShared));

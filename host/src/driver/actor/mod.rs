@@ -37,7 +37,7 @@ use syncing::Syncing;
 use transitions::Defer;
 
 /// What reaches a run's actor.
-pub enum Msg {
+pub(super) enum Msg {
     /// An orchestration event.
     Event(Event),
     /// Something a running invocation wrote or logged.
@@ -76,14 +76,14 @@ pub enum Msg {
 }
 
 /// Where the record of a settled run goes ([`Msg::Wait`]).
-pub type Waiter = oneshot::Sender<Result<RunRecord, RuntimeError>>;
+pub(super) type Waiter = oneshot::Sender<Result<RunRecord, RuntimeError>>;
 
 /// The most transitions one fsync covers for a run: events queued beyond it wait for the next.
 const MAX_BATCH: usize = 256;
 
 /// A live run's actor: the run's state and graph, where its records stand, its invocations in
 /// flight, the transitions not yet durable, and the callers waiting for it to settle.
-pub struct Actor {
+pub(super) struct Actor {
     rt: Runtime,
     state: RunState,
     graph: Arc<Graph>,
@@ -158,7 +158,7 @@ pub(crate) struct Position {
 
 impl Position {
     /// A new run's: nothing stored beyond its first state.
-    pub const FRESH: Position = Position {
+    pub(super) const FRESH: Position = Position {
         next_seq: 1,
         next_sub: 0,
         since_snapshot: 0,
@@ -169,7 +169,7 @@ impl Position {
 impl Actor {
     /// The actor of the run in `state`, whose records stand `at`; `tx` sends to its own queue,
     /// `events` and `status` tell watchers and listings what it made durable.
-    pub fn new(
+    pub(super) fn new(
         rt: Runtime,
         state: RunState,
         graph: Arc<Graph>,
@@ -216,7 +216,7 @@ impl Actor {
 
     /// Drives the run: handles the messages of `rx` until the run ends with nothing in flight,
     /// storing it fails, or the queue closes.
-    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    pub(super) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
         let mut next = rx.recv().await;
         while let Some(msg) = next.take() {
             // A run whose steps all end at once, without waiting for a sync, would otherwise

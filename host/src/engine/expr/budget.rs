@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::{Filter, convert};
 
 /// Values jaq works on here, with [`Data`] as its global data.
-pub struct Metered;
+pub(super) struct Metered;
 
 impl DataT for Metered {
     type V<'a> = Val;
@@ -28,7 +28,7 @@ impl DataT for Metered {
 
 /// What every context carries: the filter's table and the evaluation's meter.
 #[derive(Clone)]
-pub struct Data<'a> {
+pub(super) struct Data<'a> {
     lut: &'a Lut<Metered>,
     /// The evaluation's meter; native filters tick it for work they do without running terms.
     pub meter: &'a Meter,
@@ -43,7 +43,7 @@ impl<'a> HasLut<'a, Metered> for Data<'a> {
 
 /// Why an evaluation was stopped before it ended.
 #[derive(Debug)]
-pub enum Stop {
+pub(super) enum Stop {
     /// It took more steps than its budget.
     Steps,
     /// It recursed deeper than its stack allowance.
@@ -53,7 +53,7 @@ pub enum Stop {
 }
 
 /// Steps and stack an evaluation has used, and may use.
-pub struct Meter {
+pub(super) struct Meter {
     steps: Cell<u64>,
     limit: u64,
     stack_base: usize,
@@ -62,7 +62,7 @@ pub struct Meter {
 
 impl Meter {
     /// Counts one step; unwinds with [`Stop`] past the step budget or the stack allowance.
-    pub fn tick(&self) {
+    pub(super) fn tick(&self) {
         let steps = self.steps.get() + 1;
         self.steps.set(steps);
         if steps > self.limit {
@@ -86,10 +86,10 @@ fn stack_position() -> usize {
 /// Each step nests values at most one level deeper, and work on nested values (dropping,
 /// comparing, printing) recurses once per level, at up to about 3 KiB of stack a level in a debug
 /// build; 256 steps keep that under 1 MiB on stacks of unknown size (tokio's are 2 MiB).
-pub const INLINE_STEPS: u64 = 256;
+pub(super) const INLINE_STEPS: u64 = 256;
 
 /// Stack an evaluation may use on the caller's thread, beyond where it started.
-pub const INLINE_STACK: usize = 192 << 10;
+pub(super) const INLINE_STACK: usize = 192 << 10;
 
 /// Stack reserved per step of budget for an evaluation on its own thread: the deepest value a
 /// budget can build needs this much to be printed or dropped (measured worst case: `tojson`,
@@ -102,7 +102,7 @@ const STACK_PER_STEP: usize = if cfg!(debug_assertions) {
 
 /// The stack of an evaluation thread for a budget of `steps`: reserved, touched only as used,
 /// returned when the thread ends.
-pub fn stack_for(steps: u64) -> usize {
+pub(super) fn stack_for(steps: u64) -> usize {
     usize::try_from(steps)
         .unwrap_or(usize::MAX)
         .saturating_mul(STACK_PER_STEP)
@@ -111,13 +111,13 @@ pub fn stack_for(steps: u64) -> usize {
 
 /// The part of a thread's `stack` that the evaluation's own recursion may use; the rest is for
 /// work on nested values, which the step budget bounds.
-pub fn guard_for(stack: usize) -> usize {
+pub(super) fn guard_for(stack: usize) -> usize {
     stack / 4
 }
 
 /// Runs `filter` on `input` within `steps` steps and `stack` bytes of stack beyond this call;
 /// every value it yields, or its first error, as JSON.
-pub fn evaluate(
+pub(super) fn evaluate(
     filter: &Filter,
     input: &Value,
     steps: u64,
@@ -150,7 +150,7 @@ pub fn evaluate(
 }
 
 /// A panic payload as a sentence.
-pub fn panic_text(payload: &(dyn Any + Send)) -> String {
+pub(super) fn panic_text(payload: &(dyn Any + Send)) -> String {
     let what = payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

@@ -10,10 +10,10 @@ pub use crate::limits::MAX_VALUE_DEPTH;
 const MAX_INPUT_DEPTH: usize = 512;
 
 /// How large (in bytes of JSON, roughly) a value an expression may yield.
-pub const MAX_VALUE_BYTES: usize = 64 << 20;
+pub(super) const MAX_VALUE_BYTES: usize = 64 << 20;
 
 /// The expression's input as a jaq value.
-pub fn to_val(v: &Value) -> Result<Val, String> {
+pub(super) fn to_val(v: &Value) -> Result<Val, String> {
     to_val_at(v, 0)
 }
 
@@ -50,7 +50,7 @@ fn to_val_at(v: &Value, depth: usize) -> Result<Val, String> {
 
 /// A value the expression yielded, as JSON; refused when deeper than [`MAX_VALUE_DEPTH`] or
 /// larger than [`MAX_VALUE_BYTES`].
-pub fn from_val(v: &Val) -> Result<Value, String> {
+pub(super) fn from_val(v: &Val) -> Result<Value, String> {
     let mut bytes = 0;
     from_val_at(v, 0, &mut bytes)
 }

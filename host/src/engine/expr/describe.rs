@@ -12,7 +12,7 @@ const QUOTE_LIMIT: usize = 200;
 
 /// Where in `code` the slice `part` starts: `column 7`, or `line 2, column 3` when the expression
 /// spans lines. `None` when `part` is not inside `code`.
-pub fn position(code: &str, part: &str) -> Option<String> {
+pub(super) fn position(code: &str, part: &str) -> Option<String> {
     let offset = (part.as_ptr() as usize).checked_sub(code.as_ptr() as usize)?;
     if offset.checked_add(part.len())? > code.len() {
         return None;
@@ -22,7 +22,7 @@ pub fn position(code: &str, part: &str) -> Option<String> {
 }
 
 /// The position just after `before`, a prefix of `code`.
-pub fn at(code: &str, before: &str) -> String {
+pub(super) fn at(code: &str, before: &str) -> String {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
     if code.contains('\n') {
@@ -34,7 +34,7 @@ pub fn at(code: &str, before: &str) -> String {
 
 /// `display` as text, at most `limit` bytes (then `…`); formatting stops there, so a deeply
 /// nested value is not walked to its bottom.
-pub fn bounded(display: &dyn Display, limit: usize) -> String {
+pub(super) fn bounded(display: &dyn Display, limit: usize) -> String {
     struct Capped {
         text: String,
         limit: usize,
@@ -66,12 +66,12 @@ pub fn bounded(display: &dyn Display, limit: usize) -> String {
 }
 
 /// A value quoted in a message.
-pub fn short(v: &Val) -> String {
+pub(super) fn short(v: &Val) -> String {
     bounded(v, QUOTE_LIMIT)
 }
 
 /// What an evaluation raised, as a sentence.
-pub fn exception(e: Exn<'_, Val>) -> String {
+pub(super) fn exception(e: Exn<'_, Val>) -> String {
     match e.get_err() {
         Ok(err) => bounded(&err, QUOTE_LIMIT),
         Err(other) => match other.get_halt() {
@@ -82,7 +82,7 @@ pub fn exception(e: Exn<'_, Val>) -> String {
 }
 
 /// Why jaq could not parse `code`.
-pub fn load_errors(code: &str, errs: &load::Errors<&str, ()>) -> String {
+pub(super) fn load_errors(code: &str, errs: &load::Errors<&str, ()>) -> String {
     let mut out = Vec::new();
     for (_file, err) in errs {
         match err {
@@ -140,7 +140,7 @@ fn parse_error(code: &str, expect: &parse::Expect<&str>, found: &str) -> String 
 }
 
 /// Why jaq could not compile `code`.
-pub fn compile_errors(code: &str, errs: &jaq_core::compile::Errors<&str, ()>) -> String {
+pub(super) fn compile_errors(code: &str, errs: &jaq_core::compile::Errors<&str, ()>) -> String {
     let mut out = Vec::new();
     for (_file, items) in errs {
         for (name, undefined) in items {

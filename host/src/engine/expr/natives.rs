@@ -17,7 +17,7 @@ use super::budget::Metered;
 use super::describe;
 
 /// Every native filter, replacements included.
-pub fn funs() -> impl Iterator<Item = Fun<Metered>> {
+pub(super) fn funs() -> impl Iterator<Item = Fun<Metered>> {
     let replaced = |(name, args, _): &Fun<Metered>| {
         matches!(
             (*name, args.len()),

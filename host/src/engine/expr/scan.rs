@@ -5,10 +5,10 @@ use super::ExprError;
 use super::describe;
 
 /// The longest expression source, in bytes.
-pub const MAX_SOURCE_BYTES: usize = 64 << 10;
+pub(crate) const MAX_SOURCE_BYTES: usize = 64 << 10;
 
 /// How deep brackets (`(`, `[`, `{`), strings and string interpolations `\(…)` may nest.
-pub const MAX_NESTING: usize = 64;
+pub(crate) const MAX_NESTING: usize = 64;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Frame {
@@ -20,7 +20,7 @@ enum Frame {
 }
 
 /// Refuses a source longer than [`MAX_SOURCE_BYTES`] or nesting deeper than [`MAX_NESTING`].
-pub fn check_source(code: &str) -> Result<(), ExprError> {
+pub(super) fn check_source(code: &str) -> Result<(), ExprError> {
     if code.len() > MAX_SOURCE_BYTES {
         return Err(ExprError::TooLong { len: code.len() });
     }

@@ -52,7 +52,7 @@ use super::{
 use crate::engine::RunStatus;
 
 use url::PgUrl;
-pub use url::is_postgres;
+pub(crate) use url::is_postgres;
 
 /// A weft store in a PostgreSQL database, shared by every process that opens it.
 pub struct PgStore {

@@ -25,7 +25,7 @@ use crate::store::StoreError;
 /// record's tracking events are arrays of their members and a plain step end a short array
 /// (`driver::record`), which a weft that knows only version 2 would misread as a record with
 /// neither.
-pub const VERSION: i32 = 3;
+pub(super) const VERSION: i32 = 3;
 
 /// The statements of each migration, in order: migration `i` takes the schema from version `i`
 /// to `i + 1`. `{s}` stands for the quoted schema name.
@@ -90,7 +90,7 @@ COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSO
 ];
 
 /// The SQL that brings schema `schema` (quoted) from version `from` to [`VERSION`].
-pub fn migrations_from(from: i32, schema: &str) -> Vec<String> {
+pub(super) fn migrations_from(from: i32, schema: &str) -> Vec<String> {
     MIGRATIONS
         .iter()
         .skip(usize::try_from(from).unwrap_or(0))

@@ -13,7 +13,7 @@ use super::super::StoreError;
 
 /// What weft reads from a store URL.
 #[derive(Debug, Clone)]
-pub struct PgUrl {
+pub(super) struct PgUrl {
     /// The URL without weft's parameters, for the client.
     pub client: String,
     /// The schema that holds weft's tables.
@@ -28,7 +28,7 @@ const SCHEMA: &str = "weft";
 const LEASE_MS: u64 = 10_000;
 
 /// Whether `url` names a PostgreSQL store, in either of libpq's forms.
-pub fn is_postgres(url: &str) -> bool {
+pub(crate) fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://")
         || url.starts_with("postgresql://")
         || url
@@ -38,7 +38,7 @@ pub fn is_postgres(url: &str) -> bool {
 
 impl PgUrl {
     /// Reads `url`, refusing a bad weft parameter with what to write instead.
-    pub fn parse(url: &str) -> Result<PgUrl, StoreError> {
+    pub(super) fn parse(url: &str) -> Result<PgUrl, StoreError> {
         let mut schema = None;
         let mut lease = None;
         let mut take = |key: &str, value: &str| -> Result<bool, StoreError> {

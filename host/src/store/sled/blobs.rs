@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use crate::store::StoreError;
 
 /// The blob files of one home.
-pub struct Blobs {
+pub(super) struct Blobs {
     dir: PathBuf,
     /// Digests this process stored or found stored: every run start names its definition's and
     /// its plugins' blobs, and looking for their files each time cost two `statx` per run.
@@ -27,7 +27,7 @@ fn io_error(what: &str, path: &Path, e: std::io::Error) -> StoreError {
 
 impl Blobs {
     /// The blobs under `root` (`<home>/blobs`), made when missing.
-    pub fn open(root: &Path) -> Result<Self, StoreError> {
+    pub(super) fn open(root: &Path) -> Result<Self, StoreError> {
         let dir = root.join("sha256");
         crate::home::create_dir(&dir).map_err(|e| io_error("create", &dir, e))?;
         Ok(Blobs {
@@ -70,7 +70,7 @@ impl Blobs {
     }
 
     /// Stores `bytes` under `digest` (their sha256) unless a blob of that digest exists.
-    pub fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    pub(super) fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
         if self.is_known(digest) {
             return Ok(());
         }
@@ -103,14 +103,14 @@ impl Blobs {
     }
 
     /// Whether any blob is stored.
-    pub fn any(&self) -> Result<bool, StoreError> {
+    pub(super) fn any(&self) -> Result<bool, StoreError> {
         let mut entries =
             std::fs::read_dir(&self.dir).map_err(|e| io_error("list", &self.dir, e))?;
         Ok(entries.next().is_some())
     }
 
     /// The bytes stored under `digest`, if any.
-    pub fn get(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    pub(super) fn get(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let path = self.path(digest)?;
         match std::fs::read(&path) {
             Ok(bytes) => Ok(Some(bytes)),

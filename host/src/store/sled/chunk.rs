@@ -16,7 +16,7 @@ use crate::store::RecordKey;
 const CHUNK: u8 = 0x01;
 
 /// The most bytes of records one chunk gathers; a larger record is stored alone.
-pub const MAX_CHUNK: usize = 1 << 20;
+pub(super) const MAX_CHUNK: usize = 1 << 20;
 
 /// A chunk's head: [`CHUNK`] and the count.
 const HEAD: usize = 5;
@@ -25,19 +25,19 @@ const HEAD: usize = 5;
 const ENTRY_HEAD: usize = 16;
 
 /// The most bytes a record of `len` bytes takes in a chunk, a chunk's head included.
-pub fn room(len: usize) -> usize {
+pub(super) fn room(len: usize) -> usize {
     HEAD + ENTRY_HEAD + len
 }
 
 /// The value holding `records` (in order, at least one): the record itself when alone.
-pub fn encode(records: &[(RecordKey, &[u8])]) -> Vec<u8> {
+pub(super) fn encode(records: &[(RecordKey, &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();
     encode_into(records, &mut out);
     out
 }
 
 /// [`encode`], appended to `out`.
-pub fn encode_into(records: &[(RecordKey, &[u8])], out: &mut Vec<u8>) {
+pub(super) fn encode_into(records: &[(RecordKey, &[u8])], out: &mut Vec<u8>) {
     if let [(_, bytes)] = records {
         out.extend_from_slice(bytes);
         return;
@@ -62,7 +62,7 @@ pub fn encode_into(records: &[(RecordKey, &[u8])], out: &mut Vec<u8>) {
 
 /// The records of the value stored under the record key `at`; `None` when it is a chunk that
 /// does not read back.
-pub fn decode(at: RecordKey, value: &[u8]) -> Option<Vec<(RecordKey, Vec<u8>)>> {
+pub(super) fn decode(at: RecordKey, value: &[u8]) -> Option<Vec<(RecordKey, Vec<u8>)>> {
     let Some((&CHUNK, rest)) = value.split_first() else {
         return Some(vec![(at, value.to_vec())]);
     };
@@ -79,7 +79,7 @@ pub fn decode(at: RecordKey, value: &[u8]) -> Option<Vec<(RecordKey, Vec<u8>)>> 
 
 /// The first record of the value stored under the record key `at`, without reading the
 /// others; `None` when it is a chunk whose first record does not read back or is not `at`'s.
-pub fn first(at: RecordKey, value: &[u8]) -> Option<&[u8]> {
+pub(super) fn first(at: RecordKey, value: &[u8]) -> Option<&[u8]> {
     let Some((&CHUNK, rest)) = value.split_first() else {
         return Some(value);
     };

@@ -7,25 +7,25 @@
 use crate::store::RecordKey;
 
 /// The latest snapshot of a run.
-pub const SNAPSHOT: u8 = b's';
+pub(super) const SNAPSHOT: u8 = b's';
 /// The run's first value (its definition digest and first state, [`first`]) under a key of its
 /// own, as format 4 stored it; format 5 stores it as the run's record at [`FIRST_AT`].
-pub const FIRST: u8 = b'f';
+pub(super) const FIRST: u8 = b'f';
 /// Where format 5 keeps a run's first value among its records: before all of them (a record's
 /// seq is at least 1), so a checkpoint writes it into sled with the run's first records, as one
 /// chunk, rather than with an insert of its own.
-pub const FIRST_AT: RecordKey = (0, 0);
+pub(super) const FIRST_AT: RecordKey = (0, 0);
 /// The first state of a run written before format 4.
-pub const BASE: u8 = b'b';
+pub(super) const BASE: u8 = b'b';
 /// The digest of a run's definition written before format 4.
-pub const DEFINITION: u8 = b'd';
+pub(super) const DEFINITION: u8 = b'd';
 /// A run's summary.
-pub const SUMMARY: u8 = b'r';
+pub(super) const SUMMARY: u8 = b'r';
 /// A run's records.
-pub const RECORD: u8 = b't';
+pub(super) const RECORD: u8 = b't';
 
 /// The key of a run's single entry of `kind`; also the prefix of its records.
-pub fn key(kind: u8, id: &str) -> Vec<u8> {
+pub(super) fn key(kind: u8, id: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + 4 + id.len() + 12);
     k.push(kind);
     // An id longer than u32::MAX bytes cannot exist in memory here; saturate anyway.
@@ -37,7 +37,7 @@ pub fn key(kind: u8, id: &str) -> Vec<u8> {
 
 /// A run's first value: `len(digest) as u32 BE | digest | first state`, the digest naming the
 /// definition's blob.
-pub fn first(digest: &str, base: &[u8]) -> Vec<u8> {
+pub(super) fn first(digest: &str, base: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(4 + digest.len() + base.len());
     // A digest is 64 hex digits; saturate anyway, and the value reads back as damaged.
     let len = u32::try_from(digest.len()).unwrap_or(u32::MAX);
@@ -48,7 +48,7 @@ pub fn first(digest: &str, base: &[u8]) -> Vec<u8> {
 }
 
 /// The definition digest and the first state of a run's first value; `None` when it is damaged.
-pub fn split_first(v: &[u8]) -> Option<(&str, &[u8])> {
+pub(super) fn split_first(v: &[u8]) -> Option<(&str, &[u8])> {
     let len = u32::from_be_bytes(v.get(..4)?.try_into().ok()?) as usize;
     let digest = v.get(4..4usize.checked_add(len)?)?;
     let base = v.get(4 + len..)?;
@@ -56,7 +56,7 @@ pub fn split_first(v: &[u8]) -> Option<(&str, &[u8])> {
 }
 
 /// The key of one record of a run.
-pub fn record_key(id: &str, (seq, sub): RecordKey) -> Vec<u8> {
+pub(super) fn record_key(id: &str, (seq, sub): RecordKey) -> Vec<u8> {
     let mut k = key(RECORD, id);
     k.extend_from_slice(&seq.to_be_bytes());
     k.extend_from_slice(&sub.to_be_bytes());
@@ -64,7 +64,7 @@ pub fn record_key(id: &str, (seq, sub): RecordKey) -> Vec<u8> {
 }
 
 /// The record key of `k`, a key under `prefix` (the run's record prefix).
-pub fn parse_record_key(prefix: &[u8], k: &[u8]) -> Option<RecordKey> {
+pub(super) fn parse_record_key(prefix: &[u8], k: &[u8]) -> Option<RecordKey> {
     let rest = k.get(prefix.len()..)?;
     if rest.len() != 12 {
         return None;
@@ -75,7 +75,7 @@ pub fn parse_record_key(prefix: &[u8], k: &[u8]) -> Option<RecordKey> {
 }
 
 /// The run prefix and record key of `k` when it is a record's key.
-pub fn split_record_key(k: &[u8]) -> Option<(&[u8], RecordKey)> {
+pub(super) fn split_record_key(k: &[u8]) -> Option<(&[u8], RecordKey)> {
     if k.first() != Some(&RECORD) {
         return None;
     }

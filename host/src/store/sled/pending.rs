@@ -15,10 +15,10 @@ use crate::store::StoreError;
 const UNWRITTEN_ROOM: usize = 1 << 20;
 
 /// Keys to values, in sled's key order.
-pub type Table = BTreeMap<Vec<u8>, Vec<u8>>;
+pub(super) type Table = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The writes sled does not hold yet.
-pub struct Pending {
+pub(super) struct Pending {
     state: Mutex<State>,
     /// Log bytes in the active table at which a checkpoint is due.
     due_at: usize,
@@ -59,7 +59,7 @@ impl State {
 impl Pending {
     /// Pending writes that call for a checkpoint once the active table holds `due_at` bytes of
     /// log entries.
-    pub fn new(due_at: usize) -> Self {
+    pub(super) fn new(due_at: usize) -> Self {
         Pending {
             state: Mutex::default(),
             due_at,
@@ -74,7 +74,7 @@ impl Pending {
 
     /// Logs and applies `writes` together (no checkpoint or sync sees some without the
     /// others); returns whether they made a checkpoint due.
-    pub fn put(&self, writes: Vec<(Vec<u8>, &[u8])>) -> Result<bool, StoreError> {
+    pub(super) fn put(&self, writes: Vec<(Vec<u8>, &[u8])>) -> Result<bool, StoreError> {
         // Values are copied before the lock is taken.
         let owned: Vec<(Vec<u8>, Vec<u8>)> = writes
             .into_iter()
@@ -96,13 +96,13 @@ impl Pending {
 
     /// The log entries not yet written to the segment; the caller writes them, then gives the
     /// buffer back ([`Pending::recycle`]).
-    pub fn take_unwritten(&self) -> Vec<u8> {
+    pub(super) fn take_unwritten(&self) -> Vec<u8> {
         self.state().take_unwritten()
     }
 
     /// Keeps `written`, a buffer of log entries the segment holds now, emptied for the entries
     /// logged after the next take; one larger than [`UNWRITTEN_ROOM`] is dropped instead.
-    pub fn recycle(&self, mut written: Vec<u8>) {
+    pub(super) fn recycle(&self, mut written: Vec<u8>) {
         if written.capacity() <= UNWRITTEN_ROOM {
             written.clear();
             self.state().spare = written;
@@ -111,7 +111,7 @@ impl Pending {
 
     /// Puts back entries taken with [`Pending::take_unwritten`] that could not be written,
     /// before any logged since.
-    pub fn restore_unwritten(&self, mut bytes: Vec<u8>) {
+    pub(super) fn restore_unwritten(&self, mut bytes: Vec<u8>) {
         let mut s = self.state();
         bytes.extend_from_slice(&s.unwritten);
         s.unwritten = bytes;
@@ -120,7 +120,7 @@ impl Pending {
     /// Starts a new active table, the old one frozen (see [`Pending::frozen`]), and returns the
     /// log entries of the frozen writes not yet written; `None` when a frozen table is still
     /// being checkpointed or nothing was written.
-    pub fn freeze(&self) -> Option<Vec<u8>> {
+    pub(super) fn freeze(&self) -> Option<Vec<u8>> {
         let mut s = self.state();
         if s.frozen.is_some() || s.active.is_empty() {
             return None;
@@ -131,23 +131,23 @@ impl Pending {
     }
 
     /// The table frozen by [`Pending::freeze`], until [`Pending::thaw`].
-    pub fn frozen(&self) -> Option<Arc<Table>> {
+    pub(super) fn frozen(&self) -> Option<Arc<Table>> {
         self.state().frozen.clone()
     }
 
     /// The frozen table is in sled: drop it.
-    pub fn thaw(&self) {
+    pub(super) fn thaw(&self) {
         self.state().frozen = None;
     }
 
     /// Whether there is nothing sled does not hold.
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         let s = self.state();
         s.active.is_empty() && s.frozen.is_none()
     }
 
     /// The latest pending value of `key`.
-    pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+    pub(super) fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         let s = self.state();
         s.active
             .get(key)
@@ -157,7 +157,7 @@ impl Pending {
 
     /// The pending entries from `from` on whose keys start with `prefix`, latest values, in key
     /// order.
-    pub fn range(&self, prefix: &[u8], from: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    pub(super) fn range(&self, prefix: &[u8], from: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         let s = self.state();
         let mut out = Table::new();
         for table in s.frozen.as_deref().into_iter().chain([&s.active]) {
@@ -174,7 +174,7 @@ impl Pending {
     }
 
     /// The last pending key that starts with `prefix`.
-    pub fn last_key(&self, prefix: &[u8]) -> Option<Vec<u8>> {
+    pub(super) fn last_key(&self, prefix: &[u8]) -> Option<Vec<u8>> {
         let s = self.state();
         s.frozen
             .as_deref()

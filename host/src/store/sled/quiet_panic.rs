@@ -14,7 +14,7 @@ static HOOK: Once = Once::new();
 
 /// Runs `f`; a panic inside it becomes `Err` with the panic's message, and the panic hook stays
 /// silent for it. Panics on other threads, or outside `f`, print as before.
-pub fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub(super) fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {

@@ -31,7 +31,7 @@ const REF: u8 = 0x02;
 const REF_LEN: usize = 17;
 
 /// A value smaller than this stays in sled's tree: its ref would save little.
-pub const INLINE_BELOW: usize = 64;
+pub(super) const INLINE_BELOW: usize = 64;
 
 /// A values file takes no more appends once it holds this many bytes: the next starts.
 const FILE_BYTES: u64 = 256 << 20;
@@ -40,7 +40,7 @@ const FILE_BYTES: u64 = 256 << 20;
 const SUFFIX: &str = ".values";
 
 /// The values files of one home.
-pub struct Values {
+pub(super) struct Values {
     dir: PathBuf,
     /// A file takes no more appends once it holds this many bytes ([`FILE_BYTES`]).
     file_bytes: u64,
@@ -85,7 +85,7 @@ fn open_append(dir: &Path, number: u32) -> Result<(File, u64), StoreError> {
 
 impl Values {
     /// The values files in `dir` (`<home>/values`), made when missing; appends go to the last.
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+    pub(super) fn open(dir: &Path) -> Result<Self, StoreError> {
         Self::open_with(dir, FILE_BYTES)
     }
 
@@ -125,7 +125,7 @@ impl Values {
 
     /// Appends `bytes` (the values of one checkpoint, back to back) and syncs them; returns the
     /// file and offset they start at, for [`ref_to`].
-    pub fn append(&self, bytes: &[u8]) -> Result<(u32, u64), StoreError> {
+    pub(super) fn append(&self, bytes: &[u8]) -> Result<(u32, u64), StoreError> {
         let mut current = lock(&self.current);
         if current.len >= self.file_bytes {
             let number = current.number.checked_add(1).ok_or_else(|| {
@@ -155,7 +155,7 @@ impl Values {
     }
 
     /// The value `v` stored under `key`: itself, or the bytes its ref names.
-    pub fn resolve<'v>(&self, key: &[u8], v: &'v [u8]) -> Result<Cow<'v, [u8]>, StoreError> {
+    pub(super) fn resolve<'v>(&self, key: &[u8], v: &'v [u8]) -> Result<Cow<'v, [u8]>, StoreError> {
         let Some(&REF) = v.first() else {
             return Ok(Cow::Borrowed(v));
         };
@@ -211,7 +211,7 @@ impl Values {
 }
 
 /// The ref to the `len` bytes at `offset` of values file `number`.
-pub fn ref_to(number: u32, offset: u64, len: usize) -> [u8; REF_LEN] {
+pub(super) fn ref_to(number: u32, offset: u64, len: usize) -> [u8; REF_LEN] {
     let mut out = [0; REF_LEN];
     out[0] = REF;
     out[1..5].copy_from_slice(&number.to_be_bytes());

@@ -34,7 +34,7 @@ const HEADER: usize = 8;
 const EXTENSION: &str = "log";
 
 /// The error of `what` (a verb) on `path`; a full disk is [`StoreError::DiskFull`].
-pub fn io_error(what: &str, path: &Path, e: std::io::Error) -> StoreError {
+pub(super) fn io_error(what: &str, path: &Path, e: std::io::Error) -> StoreError {
     if matches!(
         e.kind(),
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
@@ -49,7 +49,7 @@ const SPARE: &str = "spare";
 
 /// Appends the entry `key` = `value` to `buf`, its CRC left to [`seal`] (the segment it goes
 /// to, and so the generation the CRC covers, is known only when it is written).
-pub fn encode(buf: &mut Vec<u8>, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+pub(super) fn encode(buf: &mut Vec<u8>, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
     let too_large = || {
         StoreError::Backend(format!(
             "a value of {} bytes is too large for the store's log (at most 4 GiB)",
@@ -78,7 +78,7 @@ fn crc(generation: u64, payload: &[u8]) -> u32 {
 }
 
 /// Fills in the CRCs of the whole entries in `bytes` for a segment of `generation`.
-pub fn seal(bytes: &mut [u8], generation: u64) {
+pub(super) fn seal(bytes: &mut [u8], generation: u64) {
     let mut at = 0;
     while let Some(len) = bytes
         .get(at..at + 4)
@@ -97,7 +97,7 @@ pub fn seal(bytes: &mut [u8], generation: u64) {
 
 /// What a segment's bytes hold.
 #[derive(Debug, PartialEq)]
-pub struct Decoded {
+pub(super) struct Decoded {
     /// The entries, in order.
     pub entries: Vec<Entry>,
     /// Whether they end in the mark of a finished segment.
@@ -105,11 +105,11 @@ pub struct Decoded {
 }
 
 /// A logged write: its key and value.
-pub type Entry = (Vec<u8>, Vec<u8>);
+pub(super) type Entry = (Vec<u8>, Vec<u8>);
 
 /// The entries of the bytes of a segment of `generation`: reading stops at the first entry that
 /// is cut short or fails its CRC, or at the mark of a finished segment.
-pub fn decode(bytes: &[u8], generation: u64) -> Decoded {
+pub(super) fn decode(bytes: &[u8], generation: u64) -> Decoded {
     let mut entries = Vec::new();
     let mut at = 0;
     while let Some((key, value, next)) = entry_at(bytes, at, generation) {
@@ -147,7 +147,7 @@ fn entry_at(bytes: &[u8], at: usize, generation: u64) -> Option<(&[u8], &[u8], u
 }
 
 /// The segment files in `dir`, oldest first, by generation.
-pub fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+pub(super) fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
     let entries = std::fs::read_dir(dir).map_err(|e| io_error("list", dir, e))?;
     let mut out = Vec::new();
     for entry in entries {
@@ -169,14 +169,14 @@ pub fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
 }
 
 /// Makes a directory entry durable: a created or removed file in `dir`.
-pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| io_error("sync", dir, e))
 }
 
 /// The segment being written.
-pub struct Segment {
+pub(super) struct Segment {
     file: Arc<File>,
     path: PathBuf,
     generation: u64,
@@ -190,7 +190,7 @@ pub struct Segment {
 
 /// What makes a segment's writes so far durable, outside the lock that orders writes: one
 /// `fdatasync` may run while the next writes go in, and several syncs share one.
-pub struct SyncPoint {
+pub(super) struct SyncPoint {
     file: Arc<File>,
     path: PathBuf,
     writes: u64,
@@ -200,7 +200,7 @@ pub struct SyncPoint {
 impl SyncPoint {
     /// Returns once every write made before this point is durable: at once when an
     /// `fdatasync` that started after them has ended, else after one of its own.
-    pub fn sync(&self) -> Result<(), StoreError> {
+    pub(super) fn sync(&self) -> Result<(), StoreError> {
         if self.synced.load(Ordering::Acquire) >= self.writes {
             return Ok(());
         }
@@ -215,7 +215,7 @@ impl SyncPoint {
 impl Segment {
     /// Creates the segment of `generation` in `dir` (private to the owner) and makes its name
     /// durable.
-    pub fn create(dir: &Path, generation: u64) -> Result<Self, StoreError> {
+    pub(super) fn create(dir: &Path, generation: u64) -> Result<Self, StoreError> {
         let path = segment_path(dir, generation);
         let file = crate::home::create_file(&path).map_err(|e| io_error("create", &path, e))?;
         sync_dir(dir)?;
@@ -224,7 +224,7 @@ impl Segment {
 
     /// The segment of `generation` in `dir`, made of the spare when there is one (its blocks
     /// allocated already), else a new file.
-    pub fn next(dir: &Path, generation: u64) -> Result<Self, StoreError> {
+    pub(super) fn next(dir: &Path, generation: u64) -> Result<Self, StoreError> {
         let spare = dir.join(SPARE);
         let Ok(file) = std::fs::OpenOptions::new().write(true).open(&spare) else {
             return Segment::create(dir, generation);
@@ -247,23 +247,23 @@ impl Segment {
     }
 
     /// Its generation: a later segment has a larger one.
-    pub fn generation(&self) -> u64 {
+    pub(super) fn generation(&self) -> u64 {
         self.generation
     }
 
     /// Whether nothing was written to it.
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Its file.
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Appends `bytes` (whole entries), sealed for this segment. On failure the file is cut
     /// back to what it held, so no torn entry hides the ones written after it.
-    pub fn write(&mut self, bytes: &mut [u8]) -> Result<(), StoreError> {
+    pub(super) fn write(&mut self, bytes: &mut [u8]) -> Result<(), StoreError> {
         if bytes.is_empty() {
             return Ok(());
         }
@@ -284,7 +284,7 @@ impl Segment {
     }
 
     /// What makes the writes so far durable.
-    pub fn sync_point(&self) -> SyncPoint {
+    pub(super) fn sync_point(&self) -> SyncPoint {
         SyncPoint {
             file: self.file.clone(),
             path: self.path.clone(),
@@ -294,12 +294,12 @@ impl Segment {
     }
 
     /// Makes what was written durable (`fdatasync`), unless that is done.
-    pub fn sync(&self) -> Result<(), StoreError> {
+    pub(super) fn sync(&self) -> Result<(), StoreError> {
         self.sync_point().sync()
     }
 
     /// Marks the segment finished (a newer one follows) and makes it durable.
-    pub fn finish(&mut self) -> Result<(), StoreError> {
+    pub(super) fn finish(&mut self) -> Result<(), StoreError> {
         let mut end = Vec::new();
         encode(&mut end, &[], &[])?;
         self.write(&mut end)?;
@@ -308,7 +308,7 @@ impl Segment {
 
     /// Its writes are in sled, flushed: it becomes the spare when there is none (`keep`), or is
     /// removed.
-    pub fn retire(self, dir: &Path, keep: bool) -> Result<(), StoreError> {
+    pub(super) fn retire(self, dir: &Path, keep: bool) -> Result<(), StoreError> {
         let spare = dir.join(SPARE);
         if keep && !spare.exists() {
             std::fs::rename(&self.path, &spare).map_err(|e| io_error("rename", &self.path, e))
@@ -325,7 +325,7 @@ fn segment_path(dir: &Path, generation: u64) -> PathBuf {
 
 /// Removes the spare segment from `dir`, if any: a store that closes leaves no file it does
 /// not need.
-pub fn remove_spare(dir: &Path) -> Result<(), StoreError> {
+pub(super) fn remove_spare(dir: &Path) -> Result<(), StoreError> {
     let spare = dir.join(SPARE);
     match std::fs::remove_file(&spare) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error("remove", &spare, e)),

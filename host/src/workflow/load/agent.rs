@@ -19,7 +19,7 @@ use crate::workflow::WorkflowError;
 use crate::workflow::raw::{RawAgent, RawAgentTool, RawWorkflow};
 
 /// The most model calls of an agent that does not say (`max-steps`).
-pub const DEFAULT_MAX_STEPS: u32 = 10;
+pub(super) const DEFAULT_MAX_STEPS: u32 = 10;
 
 /// The longest tool name providers accept (OpenAI and Anthropic: 64).
 const MAX_TOOL_NAME: usize = 64;

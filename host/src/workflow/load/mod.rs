@@ -37,16 +37,26 @@ mod step;
 /// A checked workflow with the plugins it uses.
 pub struct LoadedWorkflow {
     /// The graph, ready to run.
-    pub graph: Graph,
+    pub(crate) graph: Graph,
     /// Each plugin by digest: its component bytes (stored with runs, S10) and the loaded plugin.
-    pub plugins: BTreeMap<String, LoadedPlugin>,
+    pub(crate) plugins: BTreeMap<String, LoadedPlugin>,
     shared: OnceLock<(Arc<Graph>, Arc<Definition>)>,
 }
 
 impl LoadedWorkflow {
+    /// The workflow's id (`id:` of its top-level file).
+    pub fn workflow_id(&self) -> &str {
+        self.graph.workflow_id()
+    }
+
+    /// The checked definition runs of this workflow start with.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
     /// The graph as runs share it, and its definition as each run stores it (S10), digest
     /// included; made once, however many runs start.
-    pub fn shared(&self) -> Result<(Arc<Graph>, Arc<Definition>), serde_json::Error> {
+    pub(crate) fn shared(&self) -> Result<(Arc<Graph>, Arc<Definition>), serde_json::Error> {
         if let Some(s) = self.shared.get() {
             return Ok(s.clone());
         }
@@ -60,7 +70,7 @@ impl LoadedWorkflow {
 
 /// A plugin a workflow uses.
 #[derive(Clone)]
-pub struct LoadedPlugin {
+pub(crate) struct LoadedPlugin {
     /// The component as loaded.
     pub bytes: Arc<[u8]>,
     /// The compiled plugin.
@@ -77,7 +87,7 @@ pub async fn load_workflow(
 
 /// Like [`load_workflow`], with native steps available, and optionally with the top-level file's
 /// text given instead of read from `path` (paths in it are then relative to `path`'s directory).
-pub async fn load_workflow_with(
+pub(crate) async fn load_workflow_with(
     path: &Path,
     text: Option<&str>,
     host: &PluginHost,
