@@ -17,6 +17,7 @@ mod full_disk;
 mod guest_sdk;
 mod hostile;
 mod layering;
+mod layout;
 mod lean_guest;
 mod loader_hardening;
 mod models;
