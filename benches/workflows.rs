@@ -17,6 +17,11 @@
 //! file, made durable by a group fdatasync, and every tenth, as a `seq10` run's end, waits for
 //! the sync that covers it), and `floor_store` the same through weft's store (its log, pending
 //! table and checkpoints); both with 64 tasks in flight unless `WEFT_BENCH_INFLIGHT` says.
+//! Two scenarios of big guests also run only when named: `python1000` and `js1000`, a foreach
+//! of 1,000 steps of the Python example `wordstats` (`examples/python`, about 40 MB of
+//! component) or the JavaScript tool `slugify` (`examples/js`), one run at a time and
+//! `WEFT_BENCH_CONCURRENCY` items at once (default 1); build them first with their `build.sh`.
+//! Their lines add `"faults_per_step"` (the process's minor and major page faults).
 //!
 //! The environment changes what is measured:
 //! - `WEFT_BENCH_INFLIGHT=N`: N runs in flight in every scenario (1 measures latency, as the
@@ -98,6 +103,8 @@ struct Figures {
     p99_ms: f64,
     /// The CPU time the whole process (every thread) used meanwhile.
     cpu_seconds: f64,
+    /// The page faults (minor and major) the process took meanwhile.
+    faults: u64,
 }
 
 /// The CPU time (user and system) this process has used so far, all its threads together, in
@@ -105,17 +112,25 @@ struct Figures {
 /// second, a fraction of a percent of a timed window. Not `clock_gettime`: rustix's reaches it
 /// through the vDSO, which it cannot find under valgrind, and the bench must run there.
 fn cpu_time() -> f64 {
+    stat_fields(&[14, 15]) as f64 / 100.0
+}
+
+/// The page faults this process has taken so far, minor and major (`/proc/self/stat`).
+fn page_faults() -> u64 {
+    stat_fields(&[10, 12])
+}
+
+/// The sum of the fields of `/proc/self/stat` numbered `fields` (from 1, as proc(5) counts).
+fn stat_fields(fields: &[usize]) -> u64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command's name, which is in parentheses and may hold spaces:
-    // utime and stime are the 14th and 15th of all.
+    // The fields after the command's name (the 2nd), which is in parentheses and may hold
+    // spaces: the 3rd field is the first after it.
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let ticks: u64 = after
+    let values: Vec<u64> = after
         .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|f| f.parse::<u64>().ok())
-        .sum();
-    ticks as f64 / 100.0
+        .map(|f| f.parse::<u64>().unwrap_or(0))
+        .collect();
+    fields.iter().filter_map(|&n| values.get(n - 3)).sum()
 }
 
 struct Scenario {
@@ -128,6 +143,8 @@ struct Scenario {
     in_flight: usize,
     /// Resume each run once with `{add: 7}` after it suspends.
     resume: bool,
+    /// Run only when named on the command line.
+    named_only: bool,
 }
 
 fn scenarios(settings: &Settings) -> Vec<Scenario> {
@@ -145,6 +162,7 @@ fn scenarios(settings: &Settings) -> Vec<Scenario> {
         steps: n,
         in_flight: 256,
         resume: false,
+        named_only: false,
     };
     let arms: String = (0..8)
         .map(|k| {
@@ -165,6 +183,7 @@ fn scenarios(settings: &Settings) -> Vec<Scenario> {
             steps: 1000,
             in_flight: 16,
             resume: false,
+            named_only: false,
         },
         Scenario {
             name: "parallel8",
@@ -175,6 +194,7 @@ fn scenarios(settings: &Settings) -> Vec<Scenario> {
             steps: 9,
             in_flight: 64,
             resume: false,
+            named_only: false,
         },
         Scenario {
             name: "loop100",
@@ -185,6 +205,7 @@ fn scenarios(settings: &Settings) -> Vec<Scenario> {
             steps: 100,
             in_flight: 64,
             resume: false,
+            named_only: false,
         },
         Scenario {
             name: "suspend_resume",
@@ -195,11 +216,47 @@ fn scenarios(settings: &Settings) -> Vec<Scenario> {
             steps: 2,
             in_flight: 64,
             resume: true,
+            named_only: false,
         },
         // With `seq10`, what a run costs once and what a step costs at the margin.
         seq("seq1", 1),
         seq("seq20", 20),
+        big_guest(
+            "python1000",
+            "python/wordstats.wasm",
+            "step: wordstats",
+            256,
+        ),
+        big_guest("js1000", "js/slugify.wasm", "tool: slugify", 128),
     ]
+}
+
+/// A foreach of 1,000 steps of an example plugin built in another language (`examples/`),
+/// `WEFT_BENCH_CONCURRENCY` at once, each on a line of text.
+fn big_guest(name: &'static str, wasm: &str, call: &str, memory_mib: u32) -> Scenario {
+    let concurrency = std::env::var("WEFT_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let wasm = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(wasm);
+    let texts: Vec<Value> = (0..1000)
+        .map(|i| json!({"text": format!("Line {i}: the café opens at nine, the bar at ten.")}))
+        .collect();
+    Scenario {
+        name,
+        yaml: format!(
+            "id: {name}\nplugins:\n  big: {{ wasm: \"{}\", limits: {{ memory-mib: {memory_mib} }} }}\nsteps:\n  - foreach:\n      id: each\n      concurrency: {concurrency}\n      do: {{ id: call, plugin: big, {call}, input: '{{text: .input.text}}' }}\n",
+            wasm.display()
+        ),
+        input: json!(texts),
+        steps: 1000,
+        in_flight: 1,
+        resume: false,
+        named_only: true,
+    }
 }
 
 fn rss_mb() -> f64 {
@@ -240,6 +297,7 @@ fn print(name: &str, in_flight: usize, settings: &Settings, round: Value, f: &Fi
         "p50_ms": f.p50_ms,
         "p99_ms": f.p99_ms,
         "cpu_us_per_step": (f.cpu_seconds * 1e8 / f.steps.max(1) as f64).round() / 100.0,
+        "faults_per_step": (f.faults as f64 * 100.0 / f.steps.max(1) as f64).round() / 100.0,
         "rss_mb": (rss_mb() * 10.0).round() / 10.0,
     });
     println!("{line}");
@@ -260,6 +318,7 @@ fn report(name: &str, in_flight: usize, settings: &Settings, rounds: &[Figures])
         p50_ms: of(|f| f.p50_ms),
         p99_ms: of(|f| f.p99_ms),
         cpu_seconds: of(|f| f.cpu_seconds / f.steps.max(1) as f64) * steps as f64,
+        faults: (of(|f| f.faults as f64 / f.steps.max(1) as f64) * steps as f64) as u64,
     };
     print(name, in_flight, settings, json!("median"), &medians);
 }
@@ -353,6 +412,7 @@ async fn run_scenario(
     workers(rt, &w, s, in_flight, warm_up).await;
     let start = Instant::now();
     let cpu = cpu_time();
+    let faults = page_faults();
     let until = match until {
         Until::Time(_) => Until::Time(start + settings.min_time),
         runs => runs,
@@ -369,6 +429,7 @@ async fn run_scenario(
         p50_ms: quantile_ms(&times, 0.5),
         p99_ms: quantile_ms(&times, 0.99),
         cpu_seconds,
+        faults: page_faults() - faults,
     };
     print(s.name, in_flight, settings, json!(null), &figures);
     (in_flight, figures)
@@ -428,6 +489,7 @@ async fn measure_floor(
 ) -> Figures {
     let start = Instant::now();
     let cpu = cpu_time();
+    let faults = page_faults();
     let mut steps = 0u64;
     match settings.runs {
         Some(n) => {
@@ -456,6 +518,7 @@ async fn measure_floor(
         p50_ms: 0.0,
         p99_ms: 0.0,
         cpu_seconds: cpu_time() - cpu,
+        faults: page_faults() - faults,
     }
 }
 
@@ -638,7 +701,8 @@ fn main() {
                 }
             }
             for s in scenarios(&settings) {
-                if picked(s.name) {
+                let named = wanted.iter().any(|w| w == s.name);
+                if named || (picked(s.name) && !s.named_only) {
                     let (in_flight, f) = run_scenario(&runtime, dir.path(), &s, &settings).await;
                     add(s.name, in_flight, f);
                 }
