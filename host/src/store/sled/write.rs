@@ -59,7 +59,7 @@ impl Shared {
         // Take `bytes` from the budget left by the last look at the disk, if it covers them.
         let covered = self
             .unchecked
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+            .try_update(Ordering::AcqRel, Ordering::Acquire, |left| {
                 left.checked_sub(bytes)
             })
             .is_ok();
