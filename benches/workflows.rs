@@ -37,6 +37,8 @@
 //! - `WEFT_BENCH_RUNS=N`: instead of a timed window, exactly N runs (N invocations for
 //!   `floor`) after a warm-up of one run per run in flight: the same work every time, for
 //!   `perf stat` or a profiler to compare two builds on.
+//! - `WEFT_BENCH_KEEP_RESIDENT=BYTES`: the bytes of each freed plugin memory kept resident and
+//!   reset in place (`PoolConfig::keep_resident`) instead of the default, to size it.
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex};
@@ -49,7 +51,7 @@ use weft::StepCall;
 use weft::internal::{DiscardEvents, NoRun};
 use weft::internal::{Plugin, Sandbox};
 use weft::internal::{SledStore, Store};
-use weft::{HostConfig, PluginHost};
+use weft::{HostConfig, PluginHost, PoolConfig};
 use weft::{ResumeRequest, RunStatus};
 use weft::{Runtime, RuntimeConfig};
 
@@ -67,6 +69,8 @@ struct Settings {
     min_time: Duration,
     /// A fixed number of runs instead of a timed window.
     runs: Option<usize>,
+    /// The plugin host of the runtime and of the floors.
+    host: HostConfig,
 }
 
 impl Settings {
@@ -89,6 +93,11 @@ impl Settings {
             repeat: number("WEFT_BENCH_REPEAT").map_or(1, |n| (n as usize).max(1)),
             min_time: Duration::from_secs_f64(number("WEFT_BENCH_MIN_S").unwrap_or(2.0)),
             runs: number("WEFT_BENCH_RUNS").map(|n| (n as usize).max(1)),
+            host: match number("WEFT_BENCH_KEEP_RESIDENT") {
+                Some(bytes) => HostConfig::default()
+                    .with_pool(PoolConfig::default().with_keep_resident(bytes as usize)),
+                None => HostConfig::default(),
+            },
         }
     }
 }
@@ -447,7 +456,7 @@ impl Bare {
     async fn load(dir: &std::path::Path, settings: &Settings) -> Arc<Self> {
         let cache = dir.join("floor-cache");
         let host =
-            PluginHost::new(HostConfig::default().with_cache_dir(Some(cache))).expect("host");
+            PluginHost::new(settings.host.clone().with_cache_dir(Some(cache))).expect("host");
         let bytes = std::fs::read(settings.plugin.1).expect("the bench's plugin");
         let plugin = host.load(&bytes, None).await.expect("load");
         let call = StepCall {
@@ -678,7 +687,9 @@ fn main() {
     let settings = Settings::from_env();
     rt.block_on(async {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = RuntimeConfig::default().with_sync_writes(settings.sync);
+        let config = RuntimeConfig::default()
+            .with_sync_writes(settings.sync)
+            .with_host(settings.host.clone());
         let runtime = Runtime::open(&dir.path().join("home"), config).expect("runtime");
         let mut rounds: Vec<(String, usize, Vec<Figures>)> = Vec::new();
         for _ in 0..settings.repeat {

@@ -61,7 +61,6 @@ mod shared;
 mod state;
 mod stdio;
 mod step;
-mod swap;
 mod ticker;
 mod variant;
 mod writer;
