@@ -117,6 +117,10 @@ impl AbortHandle {
 /// Runs `work`, an attempt of an executor whose future can simply be dropped, until it ends, its
 /// `abort` fires (a `cancelled` failure, `cancelled` the message) or `deadline` passes (S15: the
 /// abort gets reason `timeout`, and the attempt fails `timeout` with `late`, then ` N ms`).
+#[allow(
+    clippy::result_large_err,
+    reason = "StepFailure is the contract's failure type, passed on as it came; failures are the cold path"
+)]
 pub(crate) async fn until_aborted<T>(
     work: impl Future<Output = Result<T, StepFailure>>,
     abort: &AbortHandle,
