@@ -202,12 +202,16 @@ pub unsafe extern "C" fn cabi_realloc(
 ///
 /// `a` and `b` must be valid for reads of `n` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+pub unsafe extern "C" fn memcmp(
+    a: *const core::ffi::c_void,
+    b: *const core::ffi::c_void,
+    n: usize,
+) -> i32 {
     // SAFETY: the caller's promise.
     let (a, b) = unsafe {
         (
-            core::slice::from_raw_parts(a, n),
-            core::slice::from_raw_parts(b, n),
+            core::slice::from_raw_parts(a.cast::<u8>(), n),
+            core::slice::from_raw_parts(b.cast::<u8>(), n),
         )
     };
     for (x, y) in a.iter().zip(b) {
@@ -224,7 +228,11 @@ pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
 ///
 /// `a` and `b` must be valid for reads of `n` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+pub unsafe extern "C" fn bcmp(
+    a: *const core::ffi::c_void,
+    b: *const core::ffi::c_void,
+    n: usize,
+) -> i32 {
     // SAFETY: the caller's promise.
     unsafe { memcmp(a, b, n) }
 }
