@@ -277,6 +277,30 @@ async fn s12_each_attempt_gets_a_fresh_instance_even_after_a_trap() {
     a_normal_run_still_succeeds(&env).await;
 }
 
+#[tokio::test]
+async fn s12_an_instance_sees_nothing_an_earlier_one_left_in_its_pooled_slot() {
+    let env = Env::new();
+    // Six steps of one component, one after another, reuse the same pooled slot: its memory is
+    // reset between them (PAGEMAP_SCAN finds the 512 pages each one scattered writes over,
+    // more than one scan's buffer of regions) and must read as the image again.
+    let steps: Vec<Value> = (1..=6)
+        .map(|i| json!({"id": format!("s{i}"), "plugin": "h", "step": "scribble"}))
+        .collect();
+    let workflow =
+        json!({"id": "scribble", "plugins": {"h": {"wasm": "{hostile}"}}, "steps": steps});
+    for _ in 0..2 {
+        let rec = run(&env, &workflow.to_string()).await;
+        assert_eq!(rec.status, RunStatus::Success, "{rec:#?}");
+        for i in 1..=6 {
+            assert_eq!(
+                rec.steps[&format!("s{i}")].output.as_deref(),
+                Some(&json!({"counter": 0, "dirty_pages": 0})),
+                "step s{i} read what an earlier instance wrote"
+            );
+        }
+    }
+}
+
 /// A one-step workflow: testkit's `set-state` with `config`, over `initial-state: {kept: 1}`.
 fn set_state(config: Value) -> String {
     json!({

@@ -2,7 +2,8 @@
 //! them. Each misbehaviour is its own step:
 //!
 //! `spin`, `sleep`, `membomb`, `stack-overflow`, `panic`, `exit`, `not-json`, `big-result`,
-//! `writer-flood`, `stdout-spam`, `fs-escape`, `env-peek`, `tcp-connect`, `http-get`.
+//! `writer-flood`, `stdout-spam`, `fs-escape`, `env-peek`, `tcp-connect`, `http-get`,
+//! `scribble`.
 //!
 //! This component imports `wasi:http` (for `http-get`), so the host must link wasi:http to
 //! instantiate it at all.
@@ -14,6 +15,7 @@ wit_bindgen::generate!({
 
 use std::hint::black_box;
 use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use exports::weft::plugin::steps::{Failure, Guest, Outcome, StepContext, StepInfo};
@@ -59,7 +61,22 @@ const STEPS: &[(&str, &str)] = &[
         "Sends an HTTP GET to config.url through wasi:http; returns {ok, status, error}. \
          config.timeout-ms sets the connect timeout.",
     ),
+    (
+        "scribble",
+        "Reads what earlier instances could have left in this one's memory, then leaves its \
+         own: bumps a counter in its data and writes every other page of a 4 MiB zeroed \
+         static. Returns {counter, dirty_pages}: both 0 in a fresh instance.",
+    ),
 ];
+
+/// Words per 4 KiB page.
+const PAGE_WORDS: usize = 4096 / 8;
+
+/// A counter in the component's data: a fresh instance sees it at 0.
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// 4 MiB of zeroed memory in the component's image (bss).
+static SCRATCH: [AtomicU64; 1024 * PAGE_WORDS] = [const { AtomicU64::new(0) }; 1024 * PAGE_WORDS];
 
 struct Hostile;
 
@@ -131,6 +148,7 @@ impl Guest for Hostile {
                     Err(e) => json!({"ok": false, "error": e.to_string()}),
                 }))
             }
+            "scribble" => Ok(done(&scribble())),
             "http-get" => {
                 let Some(url) = config.get("url").and_then(Value::as_str) else {
                     return Ok(done(&json!({
@@ -183,6 +201,21 @@ fn membomb() -> ! {
         }
         blocks.push(black_box(block));
     }
+}
+
+/// The `scribble` step: counts the pages of [`SCRATCH`] an earlier instance left written,
+/// then writes every other one (512 regions apart, so a reset must find them all).
+fn scribble() -> Value {
+    let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dirty_pages = SCRATCH
+        .chunks(PAGE_WORDS)
+        .filter(|page| page.iter().any(|w| w.load(Ordering::Relaxed) != 0))
+        .count();
+    for page in SCRATCH.chunks(PAGE_WORDS).step_by(2) {
+        page[0].store(0xA5A5_A5A5, Ordering::Relaxed);
+        page[PAGE_WORDS - 1].store(0x5A5A_5A5A, Ordering::Relaxed);
+    }
+    json!({"counter": counter, "dirty_pages": dirty_pages})
 }
 
 /// Recursion that is not a tail call and that the optimiser cannot fold away.
