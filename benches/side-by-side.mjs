@@ -12,7 +12,8 @@
 // a round each scenario is measured on both sides back to back (seconds apart, the side that goes
 // first alternating between rounds), so that both figures of a ratio see the same machine: on a
 // shared VM the load moves both sides by a fifth or more over minutes. The weft bench is built
-// once and its binary run directly, so nothing is rebuilt between rounds. The table compares
+// once (or named by WEFT_BENCH_BIN) and its binary run directly, so nothing is rebuilt between
+// rounds. The table compares
 // medians: weft's durable, sandboxed steps (fsync on) against the peer at its best of 1 and 64,
 // in memory and on its durable store; weft's p50 latency of one run alone against the peer's. A
 // second table gives the in-memory ratio of each round alone (each side at its best of 1 and 64
@@ -81,8 +82,10 @@ const add = (side, n, scenario, figures) => {
   ((samples[side][n] ??= {})[scenario] ??= []).push(figures);
 };
 
-console.error('building the weft bench (release)...');
-const weftBin = run('cargo', ['bench', '--bench', 'workflows', '--no-run', '--message-format=json'], {}, root)
+// WEFT_BENCH_BIN names a bench binary built before (say, of another commit, to compare two
+// builds against the same peer); else the bench is built here.
+if (!process.env.WEFT_BENCH_BIN) console.error('building the weft bench (release)...');
+const weftBin = process.env.WEFT_BENCH_BIN || run('cargo', ['bench', '--bench', 'workflows', '--no-run', '--message-format=json'], {}, root)
   .find((m) => m.reason === 'compiler-artifact' && m.target?.name === 'workflows' && m.executable)
   ?.executable;
 if (!weftBin) {
