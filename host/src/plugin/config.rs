@@ -139,9 +139,10 @@ pub struct PoolConfig {
     pub decommit_batch: usize,
     /// Find the pages a freed linear memory or table dirtied with Linux's `PAGEMAP_SCAN`
     /// (kernel 6.7 and later; ignored where missing) and reset only those, up to
-    /// [`PoolConfig::keep_resident`] bytes, leaving them resident, and return the rest to the
-    /// kernel (default true). Safe with swap: wasmtime 50 takes a page the kernel swapped out
-    /// for dirty too, so no instance reads what the previous one in its slot left.
+    /// [`PoolConfig::keep_resident`] bytes, leaving them resident (default true). Not used
+    /// where the process's pages may be swapped out (a swap area is active and no cgroup v2
+    /// `memory.swap.max` of the process is 0): wasmtime 48's scan misses dirty pages that are
+    /// swapped out, which would leave one instance's data to the next.
     pub pagemap_scan: bool,
 }
 

@@ -149,12 +149,38 @@ fn pooling(config: &HostConfig) -> PoolingAllocationConfig {
         .table_keep_resident(pool.keep_resident)
         .async_stack_keep_resident(pool.keep_resident)
         .decommit_batch_size(pool.decommit_batch.max(1))
-        .pagemap_scan(if pool.pagemap_scan {
+        .pagemap_scan(if pagemap_scan_safe(pool, super::swap::possible) {
             Enabled::Auto
         } else {
             Enabled::No
         });
     p
+}
+
+/// Whether freed memories may be reset with `PAGEMAP_SCAN` (`pool.pagemap_scan`), given
+/// whether pages of this process may be swapped out (`swap_possible`, asked only when the
+/// scan is wanted: [`super::swap::possible`] reads files).
+///
+/// wasmtime 48's scan takes a page for dirty only when it is present: a dirtied page the kernel
+/// has swapped out is neither reset nor returned, and the next instance in the slot would read
+/// what the previous one left there (wasmtime pull request 14357). wasmtime 50 resets those too,
+/// but its scan then also reports pages a guest never touched, which makes a small guest's
+/// invocation four to five times as costly, so weft stays on 48 (docs/TOOLCHAIN.md). Where swap
+/// is possible, memories are reset the default way instead: fresh every time, at the cost of
+/// the page faults the scan saves.
+fn pagemap_scan_safe(pool: &super::PoolConfig, swap_possible: impl FnOnce() -> bool) -> bool {
+    if !pool.pagemap_scan {
+        return false;
+    }
+    let swap_possible = swap_possible();
+    if swap_possible {
+        tracing::info!(
+            "resetting plugin memories without PAGEMAP_SCAN: swap is active (a cgroup with \
+             memory.swap.max 0 allows the scan again), and wasmtime 48's scan misses dirty \
+             pages that are swapped out"
+        );
+    }
+    !swap_possible
 }
 
 /// Makes the engine of `kind` and its linker.
@@ -210,5 +236,14 @@ mod tests {
         let fuel = linked_engine(EngineKind::Fuel, &config).expect("fuel");
         assert_eq!(pooled.fingerprint, on_demand.fingerprint);
         assert_ne!(pooled.fingerprint, fuel.fingerprint);
+    }
+
+    #[test]
+    fn pagemap_scan_is_used_only_where_no_page_can_be_swapped_out() {
+        let on = super::super::PoolConfig::default();
+        assert!(on.pagemap_scan, "on by default");
+        assert!(pagemap_scan_safe(&on, || false));
+        assert!(!pagemap_scan_safe(&on, || true));
+        assert!(!pagemap_scan_safe(&on.with_pagemap_scan(false), || false));
     }
 }

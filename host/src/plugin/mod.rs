@@ -61,6 +61,7 @@ mod shared;
 mod state;
 mod stdio;
 mod step;
+mod swap;
 mod ticker;
 mod variant;
 mod writer;
