@@ -420,7 +420,8 @@ async fn the_hostile_plugin_describes_its_whole_catalog() {
             "fs-escape",
             "env-peek",
             "tcp-connect",
-            "http-get"
+            "http-get",
+            "scribble"
         ]
     );
 }
