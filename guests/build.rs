@@ -49,7 +49,7 @@ const PLUGINS: &[(&str, &str, &str)] = &[
         "HOSTILE",
         "The hostile catalog: `spin`, `sleep`, `membomb`, `stack-overflow`, `panic`, `exit`, \
          `not-json`, `big-result`, `writer-flood`, `stdout-spam`, `fs-escape`, `env-peek`, \
-         `tcp-connect`, `http-get`. Imports wasi:http.",
+         `tcp-connect`, `http-get`, `scribble`. Imports wasi:http.",
     ),
     (
         "tools",
