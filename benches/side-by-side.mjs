@@ -13,9 +13,9 @@
 // first alternating between rounds), so that both figures of a ratio see the same machine: on a
 // shared VM the load moves both sides by a fifth or more over minutes. The weft bench is built
 // once (or named by WEFT_BENCH_BIN) and its binary run directly, so nothing is rebuilt between
-// rounds. The table compares
-// medians: weft's durable, sandboxed steps (fsync on) against the peer at its best of 1 and 64,
-// in memory and on its durable store; weft's p50 latency of one run alone against the peer's. A
+// rounds. The table compares medians: weft's durable, sandboxed steps (fsync on) against the
+// peer at its best of 1 and 64, in memory and on its durable store; weft's p50 latency of one
+// run alone against the peer's. A
 // second table gives the in-memory ratio of each round alone (each side at its best of 1 and 64
 // in that round), their median and the lowest. Each round ends with weft's two floors: `floor`
 // (an invocation alone, what "cost/step vs floor" divides by) and `floor_durable` (an invocation

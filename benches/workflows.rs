@@ -93,11 +93,11 @@ impl Settings {
             repeat: number("WEFT_BENCH_REPEAT").map_or(1, |n| (n as usize).max(1)),
             min_time: Duration::from_secs_f64(number("WEFT_BENCH_MIN_S").unwrap_or(2.0)),
             runs: number("WEFT_BENCH_RUNS").map(|n| (n as usize).max(1)),
-            host: match number("WEFT_BENCH_KEEP_RESIDENT") {
-                Some(bytes) => HostConfig::default()
-                    .with_pool(PoolConfig::default().with_keep_resident(bytes as usize)),
-                None => HostConfig::default(),
-            },
+            host: HostConfig::default().with_pool(
+                number("WEFT_BENCH_KEEP_RESIDENT").map_or_else(PoolConfig::default, |bytes| {
+                    PoolConfig::default().with_keep_resident(bytes as usize)
+                }),
+            ),
         }
     }
 }

@@ -280,9 +280,10 @@ async fn s12_each_attempt_gets_a_fresh_instance_even_after_a_trap() {
 #[tokio::test]
 async fn s12_an_instance_sees_nothing_an_earlier_one_left_in_its_pooled_slot() {
     let env = Env::new();
-    // Six steps of one component, one after another, reuse the same pooled slot: its memory is
-    // reset between them (PAGEMAP_SCAN finds the 512 pages each one scattered writes over,
-    // more than one scan's buffer of regions) and must read as the image again.
+    // Six steps of one component, one after another, reuse the same pooled slot: between them
+    // its memory is reset (the 512 pages each one writes, scattered, are more regions than one
+    // PAGEMAP_SCAN reports, so part is reset in place and the rest decommitted) and must read
+    // as the image again.
     let steps: Vec<Value> = (1..=6)
         .map(|i| json!({"id": format!("s{i}"), "plugin": "h", "step": "scribble"}))
         .collect();

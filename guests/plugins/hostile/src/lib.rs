@@ -148,7 +148,6 @@ impl Guest for Hostile {
                     Err(e) => json!({"ok": false, "error": e.to_string()}),
                 }))
             }
-            "scribble" => Ok(done(&scribble())),
             "http-get" => {
                 let Some(url) = config.get("url").and_then(Value::as_str) else {
                     return Ok(done(&json!({
@@ -163,6 +162,7 @@ impl Guest for Hostile {
                     Err(e) => json!({"ok": false, "status": null, "error": e}),
                 }))
             }
+            "scribble" => Ok(done(&scribble())),
             other => Err(Failure {
                 message: format!("no step named {other:?}"),
                 code: Some("unknown-step".to_string()),
@@ -204,7 +204,7 @@ fn membomb() -> ! {
 }
 
 /// The `scribble` step: counts the pages of [`SCRATCH`] an earlier instance left written,
-/// then writes every other one (512 regions apart, so a reset must find them all).
+/// then writes every other one: 512 separate regions, more than one reset scan reports.
 fn scribble() -> Value {
     let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
     let dirty_pages = SCRATCH
