@@ -304,6 +304,22 @@ fn replay(
                 ),
             });
         }
+        if let Some(damage) = &decoded.damage {
+            return Err(StoreError::Damaged {
+                home: home_of(dir),
+                dir: wal_dir.display().to_string(),
+                detail: format!(
+                    "its log segment {path} is damaged at byte {at}, after {n} entries, and \
+                     whole entries follow from byte {later}: writes acknowledged after the \
+                     damage would be lost. To open the home with the {n} entries before it and \
+                     without the rest, cut the segment there (`truncate -s {at} {path}`)",
+                    path = path.display(),
+                    at = damage.at,
+                    later = damage.later,
+                    n = decoded.entries.len(),
+                ),
+            });
+        }
         table.extend(decoded.entries);
     }
     let failed = |e| sled_error(dir, e);
@@ -355,6 +371,44 @@ mod tests {
         assert_eq!(keys(&store.records("r", (0, 0)).expect("records")), vec![1]);
         assert!(store.shared.pending.is_empty(), "replayed into sled");
         assert_eq!(lock(&store.shared.segment).generation(), 8);
+    }
+
+    #[test]
+    fn a_flipped_bit_before_the_last_segment_ends_is_refused_with_how_to_go_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = created_home(dir.path());
+        let mut log = Vec::new();
+        for at in 1..=3 {
+            wal::encode(&mut log, &record_key("r", (at, 0)), &record(at)).expect("encode");
+        }
+        let first = {
+            let mut one = Vec::new();
+            wal::encode(&mut one, &record_key("r", (1, 0)), &record(1)).expect("encode");
+            one.len()
+        };
+        wal::seal(&mut log, 3);
+        // One bit of the second entry: an acknowledged write follows it.
+        log[first + 20] ^= 0x10;
+        let segment = home.join("wal").join("0000000000000003.log");
+        std::fs::write(&segment, &log).expect("write the log");
+        let Err(e) = SledStore::open(&home, 8) else {
+            panic!("a log damaged before its end opened");
+        };
+        let text = e.to_string();
+        assert!(matches!(e, StoreError::Damaged { .. }), "{text}");
+        assert!(text.contains(&home.display().to_string()), "{text}");
+        let cut = format!("truncate -s {first} {}", segment.display());
+        assert!(text.contains(&cut), "{text}");
+        // Refused, it is left as it was; cut as the message says, the home opens with the
+        // entry before the damage.
+        assert_eq!(std::fs::read(&segment).expect("read"), log);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&segment)
+            .and_then(|f| f.set_len(first as u64))
+            .expect("cut the segment");
+        let store = SledStore::open(&home, 8).expect("open");
+        assert_eq!(keys(&store.records("r", (0, 0)).expect("records")), vec![1]);
     }
 
     #[test]

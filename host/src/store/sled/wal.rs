@@ -10,7 +10,11 @@
 //! follows it. A reader stops at the first entry that is cut short or fails its CRC: the tail a
 //! process was writing when it died, never acknowledged (an acknowledgment waits for the
 //! `fdatasync` that covers the whole entry), or what an earlier generation left in a recycled
-//! file, whose CRCs are of another generation. A segment that a newer one followed ends in an
+//! file, whose CRCs are of another generation. Such a tail has no whole entry of the segment's
+//! own generation after it (writes go in one after another, each cut back if it fails): one
+//! found after the entry that stopped the reading means that entry was damaged after it was
+//! written, and the segment is damaged ([`Decoded::damage`]), never read as ending there. A
+//! segment that a newer one followed ends in an
 //! entry with an empty key (no write of the store has one), so a reader can tell the end of a
 //! finished segment from damage.
 //!
@@ -102,13 +106,27 @@ pub(super) struct Decoded {
     pub entries: Vec<Entry>,
     /// Whether they end in the mark of a finished segment.
     pub finished: bool,
+    /// Damage before the segment's end: the reading stopped at an entry, yet a whole entry of
+    /// the segment's generation follows it.
+    pub damage: Option<Damage>,
+}
+
+/// Where a segment is damaged before its end.
+#[derive(Debug, PartialEq)]
+pub(super) struct Damage {
+    /// The offset of the entry that fails its CRC or its framing.
+    pub at: usize,
+    /// The offset of the first whole entry of the segment's generation after it.
+    pub later: usize,
 }
 
 /// A logged write: its key and value.
 pub(super) type Entry = (Vec<u8>, Vec<u8>);
 
 /// The entries of the bytes of a segment of `generation`: reading stops at the first entry that
-/// is cut short or fails its CRC, or at the mark of a finished segment.
+/// is cut short or fails its CRC, or at the mark of a finished segment. Where it stopped at an
+/// entry, the rest of the bytes are searched for a whole entry of `generation`: one found
+/// means damage, not a torn tail.
 pub(super) fn decode(bytes: &[u8], generation: u64) -> Decoded {
     let mut entries = Vec::new();
     let mut at = 0;
@@ -117,14 +135,19 @@ pub(super) fn decode(bytes: &[u8], generation: u64) -> Decoded {
             return Decoded {
                 entries,
                 finished: true,
+                damage: None,
             };
         }
         entries.push((key.to_vec(), value.to_vec()));
         at = next;
     }
+    let damage = (at + 1..bytes.len())
+        .find(|&later| entry_at(bytes, later, generation).is_some())
+        .map(|later| Damage { at, later });
     Decoded {
         entries,
         finished: false,
+        damage,
     }
 }
 
@@ -135,9 +158,12 @@ fn entry_at(bytes: &[u8], at: usize, generation: u64) -> Option<(&[u8], &[u8], u
         Some(u32::from_le_bytes(b) as usize)
     };
     let len = word(at)?;
+    if len < 4 {
+        return None;
+    }
     let crc = word(at + 4)? as u32;
     let payload = bytes.get(at + HEADER..(at + HEADER).checked_add(len)?)?;
-    if len < 4 || self::crc(generation, payload) != crc {
+    if self::crc(generation, payload) != crc {
         return None;
     }
     let key_len = word(at + HEADER)?;
@@ -376,17 +402,49 @@ mod tests {
     }
 
     #[test]
-    fn a_garbled_entry_ends_the_log_before_it() {
+    fn a_garbled_entry_before_the_end_is_damage_not_the_end() {
         let mut buf = log(1, &[(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]);
         let first = log(1, &[(b"a", b"1")]).len();
-        // A flipped bit in the second entry's value, and a length that points past the end.
+        let third = log(1, &[(b"a", b"1"), (b"b", b"2")]).len();
+        // A flipped bit in the second entry's value, and a length that points past the end:
+        // the third entry, whole, follows.
         let at = first + HEADER + 4 + 1;
         buf[at] ^= 1;
-        assert_eq!(decode(&buf, 1).entries.len(), 1);
+        let d = decode(&buf, 1);
+        assert_eq!(d.entries.len(), 1);
+        assert_eq!(
+            d.damage,
+            Some(Damage {
+                at: first,
+                later: third
+            })
+        );
         buf[at] ^= 1;
         buf[first..first + 4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(decode(&buf, 1).entries.len(), 1);
+        let d = decode(&buf, 1);
+        assert_eq!(d.entries.len(), 1);
+        assert_eq!(d.damage.map(|d| d.later), Some(third));
+        // Every bit of the first two entries: each flip is damage, never a shorter log.
+        let clean = log(1, &[(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]);
+        for bit in 0..third * 8 {
+            let mut flipped = clean.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            let d = decode(&flipped, 1);
+            assert!(d.damage.is_some(), "bit {bit} read as {:?}", keys(&d));
+        }
+    }
+
+    #[test]
+    fn a_garbled_last_entry_or_zeros_end_the_log() {
+        let mut buf = log(1, &[(b"a", b"1"), (b"b", b"2")]);
+        let last = buf.len() - 1;
+        buf[last] ^= 1;
+        let d = decode(&buf, 1);
+        assert_eq!((keys(&d), d.damage), (vec![b"a".to_vec()], None));
         // Zeros (space the file system gave but nothing wrote) end it too.
+        buf.truncate(last + 1 - log(1, &[(b"b", b"2")]).len());
+        buf.extend_from_slice(&[0; 64]);
+        assert_eq!(decode(&buf, 1).damage, None);
         assert!(decode(&[0; 64], 1).entries.is_empty());
     }
 
@@ -398,7 +456,8 @@ mod tests {
         let mut file = stale.clone();
         let new = log(5, &[(b"n", b"")]);
         file[..new.len()].copy_from_slice(&new);
-        assert_eq!(keys(&decode(&file, 5)), vec![b"n".to_vec()]);
+        let d = decode(&file, 5);
+        assert_eq!((keys(&d), d.damage), (vec![b"n".to_vec()], None));
     }
 
     #[test]
