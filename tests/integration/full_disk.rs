@@ -201,6 +201,17 @@ fn s100_weft_run_on_a_full_disk_fails_cleanly_and_the_run_goes_on_once_there_is_
     assert!(out.stderr.contains(&home_text), "{out:?}");
     assert!(out.stderr.contains("weft resume grow"), "{out:?}");
 
+    // Full again, with a log left to replay: every command ends, with the disk named, and
+    // lets go of the home (sled's own writes never fail for want of space, else its flush
+    // may hang for ever).
+    disk.fill(0);
+    for args in [&["runs"][..], &["resume", "grow"], &["show", "grow"]] {
+        let out = run_weft(&home, args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(out.stderr.contains("disk is full"), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(&home_text), "{args:?}: {out:?}");
+    }
+
     // Space again: the home opens, and the run goes on to its result.
     disk.empty();
     let out = run_weft(&home, &["resume", "grow", "--json"]);

@@ -204,6 +204,10 @@ impl clap::builder::TypedValueParser for RunIdArg {
     }
 }
 
+/// How long a command waits, once done, for the home to close (a last checkpoint, the runs it
+/// drives let go) before its process exits anyway.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Runs the command line; returns the process exit code.
 pub async fn main(cli: Cli) -> i32 {
     let mut out = StdOutput;
@@ -228,15 +232,26 @@ pub async fn main(cli: Cli) -> i32 {
                     control::serve(rt.clone())
                 };
                 let code = exec(&rt, cmd, &mut out).await;
-                if let Some(server) = server {
-                    server.finish(&mut out).await;
-                }
-                // What this process still drives is left for a `weft worker`.
-                rt.close().await;
-                // The process exits without dropping the store (tasks still hold it): leave
-                // nothing for the next one to replay.
-                if let Err(e) = rt.checkpoint().await {
-                    tracing::warn!("{e}; the next weft command replays it");
+                let closing = async {
+                    if let Some(server) = server {
+                        server.finish(&mut out).await;
+                    }
+                    // What this process still drives is left for a `weft worker`.
+                    rt.close().await;
+                    // The process exits without dropping the store (tasks still hold it):
+                    // leave nothing for the next one to replay.
+                    if let Err(e) = rt.checkpoint().await {
+                        tracing::warn!("{e}; the next weft command replays it");
+                    }
+                };
+                // Every command ends: what it acknowledged is durable already, and what a
+                // closing cut short is replayed by the next process.
+                if tokio::time::timeout(CLOSE_WAIT, closing).await.is_err() {
+                    tracing::warn!(
+                        "closing the home took more than {} s; exiting without waiting: the \
+                         next weft command replays what it held",
+                        CLOSE_WAIT.as_secs()
+                    );
                 }
                 return code;
             }

@@ -2,6 +2,7 @@
 //! settles, its record, and the exit code of its status (S105).
 
 use super::refuse;
+use super::service::shutdown_signal;
 use crate::cli::output::Progress;
 use crate::cli::{
     EXIT_CANCELLED, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SUSPENDED, EXIT_TRIPWIRE, Output,
@@ -10,6 +11,11 @@ use crate::driver::{RunRecord, Runtime, RuntimeError};
 use crate::engine::RunStatus;
 
 /// Prints progress from `from` on to stderr until the run ends or suspends, then the result.
+///
+/// Ctrl-C or SIGTERM stops the following: the run is left as stored, the exit code is
+/// [`EXIT_INTERRUPTED`] with how to go on, and the caller lets the run go as the process ends
+/// (`Runtime::close`), so that `weft resume` or a worker takes it up at once. A second signal
+/// ends the process at once, whatever it is still doing.
 pub(super) async fn follow_run(
     rt: &Runtime,
     run_id: &str,
@@ -17,6 +23,28 @@ pub(super) async fn follow_run(
     json: bool,
     out: &mut dyn Output,
 ) -> i32 {
+    let stop = shutdown_signal();
+    let followed = tokio::select! {
+        code = follow(rt, run_id, from, json, out) => Some(code),
+        () = stop => None,
+    };
+    if let Some(code) = followed {
+        return code;
+    }
+    tokio::spawn(async {
+        shutdown_signal().await;
+        std::process::exit(EXIT_INTERRUPTED);
+    });
+    out.err(&format!(
+        "error: interrupted: run {run_id} stays as stored, with nothing driving it once this \
+         process has ended; go on with `weft resume {run_id}`, or stop it with \
+         `weft cancel {run_id}`"
+    ));
+    EXIT_INTERRUPTED
+}
+
+/// [`follow_run`] without its signals.
+async fn follow(rt: &Runtime, run_id: &str, from: u64, json: bool, out: &mut dyn Output) -> i32 {
     if let Ok(mut rx) = rt.watch_settled(run_id, from) {
         let mut progress = Progress::default();
         while let Some(ev) = rx.recv().await {

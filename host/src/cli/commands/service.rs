@@ -36,18 +36,26 @@ pub(super) fn print_recovery(out: &mut dyn Output, report: &Recovery) {
     }
 }
 
-/// Completes at Ctrl-C or SIGTERM (what a service manager sends to stop a process).
-pub(super) async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
+/// Completes at Ctrl-C or SIGTERM (what a service manager sends to stop a process), listened
+/// for from this call on: a signal sent before the future is first polled counts too.
+pub(super) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).ok();
+    let mut term = signal(SignalKind::terminate()).ok();
+    async move {
+        tokio::select! {
+            () = received(int.as_mut()) => {}
+            () = received(term.as_mut()) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
+    }
+}
+
+/// Completes when `signal` is received; never without one.
+async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }

@@ -15,6 +15,7 @@ use super::pending::{Pending, Table};
 use super::quiet_panic::quietly;
 use super::values::Values;
 use super::wal::{self, Segment};
+use super::write::check_room;
 use super::{Shared, SledStore, Wake, lock};
 use crate::store::{Store, StoreError};
 
@@ -210,12 +211,25 @@ impl SledStore {
         })?;
         let db_file = DbFile(file);
         let wal_dir = home.join("wal");
-        crate::home::create_dir(&wal_dir).map_err(|e| {
-            StoreError::Backend(format!("cannot create {}: {e}", wal_dir.display()))
-        })?;
-        let values = Values::open(&home.join("values"))?;
-        let generation = replay(dir, &wal_dir, &db, &data, &values, &db_file)?;
-        let segment = Segment::create(&wal_dir, generation + 1)?;
+        let replayed = (|| {
+            crate::home::create_dir(&wal_dir).map_err(|e| {
+                StoreError::Backend(format!("cannot create {}: {e}", wal_dir.display()))
+            })?;
+            let values = Values::open(&home.join("values"))?;
+            let generation = replay(dir, &wal_dir, &db, &data, &values, &db_file)?;
+            let segment = Segment::create(&wal_dir, generation + 1)?;
+            Ok((values, segment))
+        })();
+        let (values, segment) = match replayed {
+            Ok(replayed) => replayed,
+            Err(e) => {
+                // sled first, so that the wait for its lock (dropping `db_file`) has an end.
+                drop(data);
+                drop(db);
+                drop(db_file);
+                return Err(e);
+            }
+        };
         let shared = Arc::new(Shared {
             db,
             data,
@@ -322,6 +336,9 @@ fn replay(
         }
         table.extend(decoded.entries);
     }
+    // A write of sled's that fails for want of space stops it for good (its flush may then
+    // hang): the room is checked first, as for every write.
+    check_room(dir, table.iter().map(|(k, v)| k.len() + v.len()).sum())?;
     let failed = |e| sled_error(dir, e);
     write_table(data, values, &table, &mut Vec::new(), failed)?;
     db.flush().map_err(failed)?;

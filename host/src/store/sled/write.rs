@@ -1,6 +1,7 @@
 //! Writes: what goes into the log and the pending table, and the room on the disk each write
 //! needs first.
 
+use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use super::keys::{FIRST_AT, record_key};
@@ -14,6 +15,30 @@ const HEADROOM: u64 = 512 << 10;
 
 /// The most a store writes between two looks at the free space of its disk.
 const RECHECK_BYTES: u64 = 16 << 20;
+
+/// What the disk holding `dir` has free beyond `need` bytes, or [`StoreError::DiskFull`] when
+/// it has less; `None` when the disk cannot tell.
+fn room_left(dir: &Path, need: u64) -> Result<Option<u64>, StoreError> {
+    let Ok(fs) = rustix::fs::statvfs(dir) else {
+        return Ok(None);
+    };
+    let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+    if free < need {
+        return Err(StoreError::DiskFull(format!(
+            "{} KiB free, and writing needs {} KiB",
+            free >> 10,
+            need.div_ceil(1 << 10)
+        )));
+    }
+    Ok(Some(free - need))
+}
+
+/// Refuses a write of `bytes` into the database in `dir`, as [`Shared::room`] does, when its
+/// disk lacks room for them and [`HEADROOM`]: for the writes of a store not open yet (the
+/// replay of its log).
+pub(super) fn check_room(dir: &Path, bytes: usize) -> Result<(), StoreError> {
+    room_left(dir, (bytes as u64).saturating_add(HEADROOM)).map(|_| ())
+}
 
 impl Shared {
     /// Writes `bytes`, log entries taken from the pending writes, to `segment`; puts them back
@@ -66,21 +91,18 @@ impl Shared {
         if covered {
             return Ok(());
         }
-        let Ok(fs) = rustix::fs::statvfs(&self.dir) else {
-            return Ok(()); // cannot tell: sled reports what happens
-        };
-        let free = fs.f_bavail.saturating_mul(fs.f_frsize);
-        if free < need {
-            self.unchecked.store(0, Ordering::Release);
-            return Err(StoreError::DiskFull(format!(
-                "{} KiB free, and writing needs {} KiB",
-                free >> 10,
-                need.div_ceil(1 << 10)
-            )));
+        match room_left(&self.dir, need) {
+            Ok(Some(left)) => {
+                self.unchecked
+                    .store((left / 8).min(RECHECK_BYTES), Ordering::Release);
+                Ok(())
+            }
+            Ok(None) => Ok(()), // cannot tell: sled reports what happens
+            Err(e) => {
+                self.unchecked.store(0, Ordering::Release);
+                Err(e)
+            }
         }
-        let budget = ((free - need) / 8).min(RECHECK_BYTES);
-        self.unchecked.store(budget, Ordering::Release);
-        Ok(())
     }
 
     /// The key of run `id`'s record at `at`; refused at [`FIRST_AT`], where the run's first
