@@ -26,7 +26,7 @@ use weft::{Runtime, RuntimeConfig};
 
 /// The allocator the `weft` binary uses.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: weft::MeteredAlloc<mimalloc::MiMalloc> = weft::MeteredAlloc(mimalloc::MiMalloc);
 
 /// Compilations from scratch (each is slow).
 const COMPILES: usize = 5;

@@ -72,7 +72,7 @@ use pg_cluster::{command_as, find_bin_dir, init_and_start, service_user};
 
 /// The allocator the `weft` binary uses.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: weft::MeteredAlloc<mimalloc::MiMalloc> = weft::MeteredAlloc(mimalloc::MiMalloc);
 
 /// The role the bench connects as (made by `initdb -U`), trusted without a password.
 const ROLE: &str = "weft";

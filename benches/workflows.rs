@@ -57,7 +57,7 @@ use weft::{Runtime, RuntimeConfig};
 
 /// The allocator the `weft` binary uses.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: weft::MeteredAlloc<mimalloc::MiMalloc> = weft::MeteredAlloc(mimalloc::MiMalloc);
 
 /// What the environment asks of this bench (see the module docs).
 struct Settings {

@@ -87,6 +87,7 @@
 //! transition is made durable).
 #![warn(unreachable_pub, unnameable_types)]
 
+mod alloc_meter;
 mod builder;
 #[cfg(feature = "cli")]
 #[doc(hidden)]
@@ -109,6 +110,13 @@ pub mod server;
 mod store;
 mod workflow;
 
+pub use alloc_meter::MeteredAlloc;
+
+/// The library's own tests run with the allocator the `weft` binary installs, so that
+/// expressions are held to their memory budget there too.
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOC: MeteredAlloc<std::alloc::System> = MeteredAlloc(std::alloc::System);
 pub use builder::{Arm, Body, Entry, PluginSpec, WorkflowBuilder};
 pub use driver::metrics::METRICS_CONTENT_TYPE;
 pub use driver::{

@@ -3,9 +3,10 @@
 use clap::Parser;
 
 /// mimalloc: the store and the JSON layer allocate many small, short-lived buffers, which
-/// glibc's allocator serves markedly slower (measured in `cargo bench --bench workflows`).
+/// glibc's allocator serves markedly slower (measured in `cargo bench --bench workflows`);
+/// metered, so that jq expressions are held to their memory budget (`--expr-memory-mib`).
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: weft::MeteredAlloc<mimalloc::MiMalloc> = weft::MeteredAlloc(mimalloc::MiMalloc);
 
 #[tokio::main]
 async fn main() {

@@ -13,6 +13,7 @@ mod dev_model;
 mod distributed;
 mod driver_api;
 mod durability;
+mod expr_memory;
 mod full_disk;
 mod guest_sdk;
 mod hostile;
@@ -37,3 +38,8 @@ mod store_conformance;
 mod store_hardening;
 mod tools;
 mod torture;
+
+/// The allocator the `weft` binary installs: expressions evaluated in this process are held to
+/// their memory budget as they are there.
+#[global_allocator]
+static ALLOC: weft::MeteredAlloc<std::alloc::System> = weft::MeteredAlloc(std::alloc::System);

@@ -21,7 +21,7 @@ use clap::{Parser, Subcommand};
 use serde::{Deserialize, Serialize};
 
 use crate::driver::{Runtime, RuntimeConfig, RuntimeError};
-use crate::engine::expr::DEFAULT_STEP_BUDGET;
+use crate::engine::expr::{DEFAULT_MEMORY_BUDGET, DEFAULT_STEP_BUDGET};
 use crate::limits::{DEFAULT_MAX_VALUE_BYTES, MIB};
 use crate::run_id::check_run_id;
 use crate::store::StoreError;
@@ -70,6 +70,15 @@ pub struct Cli {
     /// process drives.
     #[arg(long, global = true, env = "WEFT_EXPR_STEPS", default_value_t = DEFAULT_STEP_BUDGET)]
     pub expr_steps: u64,
+    /// The most memory one jq expression may hold while it is evaluated, in MiB; applies to
+    /// the runs this process drives.
+    #[arg(
+        long,
+        global = true,
+        env = "WEFT_EXPR_MEMORY_MIB",
+        default_value_t = DEFAULT_MEMORY_BUDGET / MIB
+    )]
+    pub expr_memory_mib: u64,
     /// The largest run input accepted, in MiB.
     #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_input_mib: u64,
@@ -127,6 +136,7 @@ impl Cli {
             max_state_bytes: self.max_state_mib.saturating_mul(MIB),
             max_resume_bytes: self.max_resume_mib.saturating_mul(MIB),
             expr_steps: self.expr_steps,
+            expr_memory_bytes: self.expr_memory_mib.saturating_mul(MIB),
             crash_after_commits: self.crash_after_commits,
             store: self.store.clone().filter(|s| !s.is_empty()).map(Into::into),
             host: crate::plugin::HostConfig::default().with_cache_dir(

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Clock, SystemClock};
-use crate::engine::expr::DEFAULT_STEP_BUDGET;
+use crate::engine::expr::{DEFAULT_MEMORY_BUDGET, DEFAULT_STEP_BUDGET};
 use crate::limits::{DEFAULT_MAX_VALUE_BYTES, SizeLimit};
 use crate::plugin::HostConfig;
 
@@ -81,6 +81,12 @@ pub struct RuntimeConfig {
     /// budget is process-wide, so when one process opens several runtimes, the last one opened
     /// sets it for all of them.
     pub expr_steps: u64,
+    /// The most memory one jq expression may hold while it is evaluated, in bytes, before it
+    /// fails with `expression-error` (default 256 MiB, at least 1 MiB); process-wide as
+    /// [`RuntimeConfig::expr_steps`] is. Measured where [`crate::MeteredAlloc`] is the global
+    /// allocator (the `weft` binary installs it); without it, only what one step would build at
+    /// once (`"x" * n`) is held to it.
+    pub expr_memory_bytes: u64,
     /// For crash tests: the process aborts (as abruptly as a SIGKILL: no destructor, no
     /// flush) right after its `n`-th commit of transitions is durable, before their events are
     /// published or their commands carried out (default `None`). A test that runs a workflow
@@ -186,6 +192,7 @@ impl Default for RuntimeConfig {
             max_state_bytes: DEFAULT_MAX_VALUE_BYTES,
             max_resume_bytes: DEFAULT_MAX_VALUE_BYTES,
             expr_steps: DEFAULT_STEP_BUDGET,
+            expr_memory_bytes: DEFAULT_MEMORY_BUDGET,
             crash_after_commits: None,
             own_task_above: None,
             background_sync_after: Duration::from_millis(5),
@@ -309,6 +316,12 @@ impl RuntimeConfig {
     /// Sets [`RuntimeConfig::expr_steps`].
     pub fn with_expr_steps(mut self, steps: u64) -> Self {
         self.expr_steps = steps;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::expr_memory_bytes`].
+    pub fn with_expr_memory_bytes(mut self, bytes: u64) -> Self {
+        self.expr_memory_bytes = bytes;
         self
     }
 

@@ -94,6 +94,7 @@ impl Runtime {
         let natives = NativeSteps::default();
         // Process-wide: the last runtime opened sets it (RuntimeConfig::expr_steps).
         crate::engine::expr::set_step_budget(config.expr_steps);
+        crate::engine::expr::set_memory_budget(config.expr_memory_bytes);
         let notices = store.shared().map(|s| s.notices());
         let metrics = metrics::Metrics::new();
         let graph_cache = config.graph_cache;

@@ -19,6 +19,7 @@ mod convert;
 mod describe;
 mod natives;
 mod scan;
+mod sized;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,6 +87,24 @@ pub(crate) fn set_step_budget(steps: u64) {
     STEP_BUDGET.store(steps.max(1), Ordering::Relaxed);
 }
 
+/// The default [`memory_budget`]: 256 MiB.
+pub(crate) const DEFAULT_MEMORY_BUDGET: u64 = 256 << 20;
+
+static MEMORY_BUDGET: AtomicU64 = AtomicU64::new(DEFAULT_MEMORY_BUDGET);
+
+/// The most memory one evaluation may hold, in bytes (default [`DEFAULT_MEMORY_BUDGET`]):
+/// measured where a [`crate::MeteredAlloc`] is the global allocator (the `weft` binary), and
+/// everywhere the most one step may build at once (`"x" * n`, below).
+pub(crate) fn memory_budget() -> u64 {
+    MEMORY_BUDGET.load(Ordering::Relaxed)
+}
+
+/// Sets [`memory_budget`] for every evaluation in this process from now on (at least 1 MiB);
+/// the runtime sets it when it opens, from `RuntimeConfig::expr_memory_bytes`.
+pub(crate) fn set_memory_budget(bytes: u64) {
+    MEMORY_BUDGET.store(bytes.max(1 << 20), Ordering::Relaxed);
+}
+
 /// The most compiled expressions kept before the cache starts afresh.
 const CACHE_LIMIT: usize = 4096;
 
@@ -148,7 +167,8 @@ impl Expr {
         let filter = self.compiled().map_err(|e| e.to_string())?;
         let steps = steps.max(1);
         let first = steps.min(budget::INLINE_STEPS);
-        match budget::evaluate(&filter, input, first, budget::INLINE_STACK) {
+        let bytes = memory_budget();
+        match budget::evaluate(&filter, input, first, budget::INLINE_STACK, bytes) {
             Err(Stop::Steps) if first < steps => {}
             Err(Stop::Stack) => {}
             done => return finish(done, steps),
@@ -160,7 +180,8 @@ impl Expr {
                 .name("weft-expr".into())
                 .stack_size(stack)
                 .spawn_scoped(s, || {
-                    let done = budget::evaluate(&filter, input, steps, budget::guard_for(stack));
+                    let stack = budget::guard_for(stack);
+                    let done = budget::evaluate(&filter, input, steps, stack, bytes);
                     finish(done, steps)
                 });
             match spawned {
@@ -202,6 +223,11 @@ fn finish(
             "expression did not finish within {steps} steps (raise the budget with --expr-steps, WEFT_EXPR_STEPS or RuntimeConfig::expr_steps)"
         )),
         Err(Stop::Stack) => Err("expression recursed too deeply".into()),
+        Err(Stop::Memory) => Err(format!(
+            "expression needed more than its memory budget of {} MiB (raise it with \
+             --expr-memory-mib, WEFT_EXPR_MEMORY_MIB or RuntimeConfig::expr_memory_bytes)",
+            memory_budget() >> 20
+        )),
         Err(Stop::Panicked(text)) => Err(text),
     }
 }
@@ -304,6 +330,35 @@ mod hardening_tests {
             let err = Expr::new(src).eval(&json!(null)).expect_err(src);
             assert!(err.contains("steps"), "{src}: {err}");
         }
+    }
+
+    #[test]
+    fn a_value_doubled_step_after_step_fails_within_the_memory_budget() {
+        // Forty doublings would build 1 TiB (a string) or 16 TiB (an array of numbers).
+        for src in [
+            r#"reduce range(40) as $i ("x"; . + .)"#,
+            "reduce range(40) as $i ([1]; . + .)",
+            r#"reduce range(40) as $i ("x"; [., .]) | tojson"#,
+        ] {
+            let err = Expr::new(src).eval(&json!(null)).expect_err(src);
+            assert!(err.contains("memory budget of 256 MiB"), "{src}: {err}");
+            assert!(err.contains("--expr-memory-mib"), "{src}: {err}");
+        }
+        // Written out, values are measured first; within the budget they are written as jq does.
+        assert_eq!(
+            Expr::new(r#"[1, "a", {b: null}] | tojson, ("x" | tojson), ([2] | tostring)"#)
+                .eval(&json!(null)),
+            Ok(vec![
+                json!(r#"[1,"a",{"b":null}]"#),
+                json!(r#""x""#),
+                json!("[2]")
+            ])
+        );
+        // Within the budget, the same doublings go on.
+        assert_eq!(
+            Expr::new(r#"reduce range(20) as $i ("x"; . + .) | length"#).eval_one(&json!(null)),
+            Ok(json!(1 << 20))
+        );
     }
 
     #[test]

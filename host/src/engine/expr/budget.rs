@@ -46,22 +46,27 @@ impl<'a> HasLut<'a, Metered> for Data<'a> {
 pub(super) enum Stop {
     /// It took more steps than its budget.
     Steps,
+    /// It held more memory than its budget.
+    Memory,
     /// It recursed deeper than its stack allowance.
     Stack,
     /// jaq panicked (a bug in jaq); the text says where.
     Panicked(String),
 }
 
-/// Steps and stack an evaluation has used, and may use.
+/// Steps, stack and memory an evaluation has used, and may use.
 pub(super) struct Meter {
     steps: Cell<u64>,
     limit: u64,
     stack_base: usize,
     stack_limit: usize,
+    /// The bytes the evaluation may hold ([`super::memory_budget`]).
+    pub bytes: u64,
 }
 
 impl Meter {
-    /// Counts one step; unwinds with [`Stop`] past the step budget or the stack allowance.
+    /// Counts one step; unwinds with [`Stop`] past the step budget, the stack allowance or
+    /// the memory budget (measured where a [`crate::MeteredAlloc`] is installed).
     pub(super) fn tick(&self) {
         let steps = self.steps.get() + 1;
         self.steps.set(steps);
@@ -70,6 +75,18 @@ impl Meter {
         }
         if stack_position().abs_diff(self.stack_base) > self.stack_limit {
             resume_unwind(Box::new(Stop::Stack));
+        }
+        if crate::alloc_meter::held() > i64::try_from(self.bytes).unwrap_or(i64::MAX) {
+            resume_unwind(Box::new(Stop::Memory));
+        }
+    }
+
+    /// Unwinds with [`Stop::Memory`] unless the evaluation may hold `bytes` more: for natives
+    /// that would build that much in one step.
+    pub(super) fn reserve(&self, bytes: u64) {
+        let held = u64::try_from(crate::alloc_meter::held()).unwrap_or(0);
+        if held.saturating_add(bytes) > self.bytes {
+            resume_unwind(Box::new(Stop::Memory));
         }
     }
 }
@@ -115,19 +132,21 @@ pub(super) fn guard_for(stack: usize) -> usize {
     stack / 4
 }
 
-/// Runs `filter` on `input` within `steps` steps and `stack` bytes of stack beyond this call;
-/// every value it yields, or its first error, as JSON.
+/// Runs `filter` on `input` within `steps` steps, `stack` bytes of stack beyond this call and
+/// `bytes` of memory; every value it yields, or its first error, as JSON.
 pub(super) fn evaluate(
     filter: &Filter,
     input: &Value,
     steps: u64,
     stack: usize,
+    bytes: u64,
 ) -> Result<Result<Vec<Value>, String>, Stop> {
     let meter = Meter {
         steps: Cell::new(0),
         limit: steps,
         stack_base: stack_position(),
         stack_limit: stack,
+        bytes,
     };
     let run = || -> Result<Vec<Value>, String> {
         let input = convert::to_val(input)?;
@@ -143,7 +162,10 @@ pub(super) fn evaluate(
         }
         Ok(out)
     };
-    catch_unwind(AssertUnwindSafe(run)).map_err(|payload| match payload.downcast::<Stop>() {
+    // Everything the evaluation allocates is freed before `metered` returns: its values live
+    // only inside `run`, and what it yields is converted to JSON within it.
+    let done = crate::alloc_meter::metered(|| catch_unwind(AssertUnwindSafe(run)));
+    done.map_err(|payload| match payload.downcast::<Stop>() {
         Ok(stop) => *stop,
         Err(other) => Stop::Panicked(panic_text(&*other)),
     })

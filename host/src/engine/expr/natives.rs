@@ -6,6 +6,7 @@
 //! - `fromjson/0` parses recursively; here input nesting deeper than [`MAX_VALUE_DEPTH`] is
 //!   refused first, and text that does not parse raises one error (jaq's reader repeats it
 //!   for ever).
+//! - `tojson/0` and `tostring/0` measure what they would write first (`sized`).
 
 use jaq_core::native::{Fun, bome, v};
 use jaq_core::{Error, Exn, ValX};
@@ -22,13 +23,14 @@ pub(super) fn funs() -> impl Iterator<Item = Fun<Metered>> {
         matches!(
             (*name, args.len()),
             ("halt", 1) | ("env", 0) | ("range", 3) | ("fromjson", 0)
-        )
+        ) || super::sized::NAMES.contains(&(*name, args.len()))
     };
     jaq_core::funs()
         .chain(jaq_std::funs())
         .chain(jaq_json::funs())
         .filter(move |f| !replaced(f))
         .chain(replacements())
+        .chain(super::sized::funs())
 }
 
 fn replacements() -> impl Iterator<Item = Fun<Metered>> {
