@@ -138,6 +138,7 @@ pub use executor::{
     StepRequest,
 };
 pub use limits::LimitError;
+pub use models::ModelConfig;
 pub use native::{NativeCall, NativeStep};
 pub use plugin::{HostConfig, PluginError, PluginHost, PoolConfig, PoolUsage};
 pub use run_id::InvalidRunId;

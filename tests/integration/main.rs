@@ -17,6 +17,7 @@ mod expr_memory;
 mod full_disk;
 mod guest_sdk;
 mod hostile;
+mod hostile_models;
 mod interrupted;
 mod layering;
 mod layout;

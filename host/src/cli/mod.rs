@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::driver::{Runtime, RuntimeConfig, RuntimeError};
 use crate::engine::expr::{DEFAULT_MEMORY_BUDGET, DEFAULT_STEP_BUDGET};
 use crate::limits::{DEFAULT_MAX_VALUE_BYTES, MIB};
+use crate::models::{
+    DEFAULT_MODEL_MAX_EVENTS, DEFAULT_MODEL_MAX_LINE_KIB, DEFAULT_MODEL_TIMEOUT_MS, ModelConfig,
+};
 use crate::run_id::check_run_id;
 use crate::store::StoreError;
 
@@ -91,6 +94,15 @@ pub struct Cli {
     /// The largest resume data accepted, in MiB.
     #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_resume_mib: u64,
+    /// The deadline of a model call whose step sets no `timeout-ms`, in milliseconds.
+    #[arg(long, global = true, value_name = "MS", default_value_t = DEFAULT_MODEL_TIMEOUT_MS)]
+    pub model_timeout_ms: u64,
+    /// The longest line of a model's event stream, in KiB; a longer one fails the call.
+    #[arg(long, global = true, value_name = "KIB", default_value_t = DEFAULT_MODEL_MAX_LINE_KIB)]
+    pub model_max_line_kib: usize,
+    /// The most pieces (text and tool-call fragments) one model call may stream.
+    #[arg(long, global = true, value_name = "N", default_value_t = DEFAULT_MODEL_MAX_EVENTS)]
+    pub model_max_events: u64,
     /// Where compiled plugins are cached, shared by every home that names it (default: the
     /// home's own `cache/`). A plugin compiled once (`weft plugin compile`) loads at once in
     /// every home using the same directory.
@@ -137,6 +149,11 @@ impl Cli {
             max_resume_bytes: self.max_resume_mib.saturating_mul(MIB),
             expr_steps: self.expr_steps,
             expr_memory_bytes: self.expr_memory_mib.saturating_mul(MIB),
+            models: ModelConfig {
+                timeout: std::time::Duration::from_millis(self.model_timeout_ms),
+                max_line_bytes: self.model_max_line_kib.saturating_mul(1024),
+                max_events: self.model_max_events,
+            },
             crash_after_commits: self.crash_after_commits,
             store: self.store.clone().filter(|s| !s.is_empty()).map(Into::into),
             host: crate::plugin::HostConfig::default().with_cache_dir(

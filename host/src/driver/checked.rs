@@ -10,7 +10,7 @@ use super::RuntimeError;
 use super::codec::{RecordIn, SnapshotIn};
 use crate::engine::model::{EntryId, EntryKind, FileId};
 use crate::engine::{
-    GRAPH_FORMAT, Graph, Item, ListRef, Node, NodeKind, RunState, STATE_FORMAT, Seq,
+    GRAPH_FORMAT, Graph, Item, ListRef, Node, NodeKind, RunState, STATE_FORMAT, Seq, ToolCallOf,
 };
 use crate::store::from_stored;
 
@@ -27,6 +27,19 @@ pub(super) fn base(run: &str, bytes: &[u8], graph: &Graph) -> Result<RunState, R
     let state: RunState = parse(run, "state", bytes, STATE_FORMAT, |p: Probe| p.format)?;
     check_state(run, &state, graph)?;
     Ok(state)
+}
+
+/// The workflow-tool call that started the run, as its stored first state says (S125);
+/// `None` for a run that no call started.
+pub(super) fn tool_call_of(run: &str, bytes: &[u8]) -> Result<Option<ToolCallOf>, RuntimeError> {
+    /// The one member read.
+    #[derive(Deserialize)]
+    struct Started {
+        #[serde(default)]
+        tool_call_of: Option<ToolCallOf>,
+    }
+    let started: Started = parse(run, "state", bytes, STATE_FORMAT, |p: Probe| p.format)?;
+    Ok(started.tool_call_of)
 }
 
 /// The run's stored snapshot, of `graph`.

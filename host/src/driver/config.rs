@@ -18,6 +18,7 @@ use std::time::Duration;
 use super::{Clock, SystemClock};
 use crate::engine::expr::{DEFAULT_MEMORY_BUDGET, DEFAULT_STEP_BUDGET};
 use crate::limits::{DEFAULT_MAX_VALUE_BYTES, SizeLimit};
+use crate::models::ModelConfig;
 use crate::plugin::HostConfig;
 
 /// How the runtime is set up. Every limit is configurable: start from
@@ -28,6 +29,9 @@ use crate::plugin::HostConfig;
 pub struct RuntimeConfig {
     /// The plugin host's settings.
     pub host: HostConfig,
+    /// The bounds of every model call: the default deadline, the longest line of a stream,
+    /// the most streamed pieces a call may emit ([`ModelConfig`]).
+    pub models: ModelConfig,
     /// Fsync every transition before its effects (default true). Off, a crash of the machine
     /// (not just the process) may lose the last transitions.
     pub sync_writes: bool,
@@ -177,6 +181,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             host: HostConfig::default(),
+            models: ModelConfig::default(),
             sync_writes: true,
             cache_mib: 64,
             clock: Arc::new(SystemClock),
@@ -212,6 +217,12 @@ impl RuntimeConfig {
     /// Sets [`RuntimeConfig::host`].
     pub fn with_host(mut self, host: HostConfig) -> Self {
         self.host = host;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::models`].
+    pub fn with_models(mut self, models: ModelConfig) -> Self {
+        self.models = models;
         self
     }
 

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::engine::model::{MODEL_PLUGIN, PluginRef, WORKFLOW_TOOL_PLUGIN};
 use crate::engine::{Graph, KeyHasher};
 use crate::executor::StepExecutor;
-use crate::models::ModelStep;
+use crate::models::{ModelConfig, ModelStep};
 use crate::native::{NATIVE_PLUGIN, NativeSteps};
 use crate::plugin::{Plugin, PluginError, PluginHost, PluginStep, Sandbox};
 use crate::store::{Store, StoreError};
@@ -73,6 +73,8 @@ pub(super) struct Executors {
     natives: NativeSteps,
     /// The runtime workflow tools start their child runs on (S125).
     runtime: Weak<Inner>,
+    /// The bounds of model calls.
+    models: ModelConfig,
 }
 
 impl Executors {
@@ -83,7 +85,14 @@ impl Executors {
             store,
             natives,
             runtime: Weak::new(),
+            models: ModelConfig::default(),
         }
+    }
+
+    /// The same resolver, its model calls bounded by `models`.
+    pub(super) fn bounding_models(mut self, models: ModelConfig) -> Self {
+        self.models = models;
+        self
     }
 
     /// The same resolver, running workflow tools as child runs of `runtime`.
@@ -187,7 +196,10 @@ impl RunExecutors {
         }
         match (key, self.graph.plugins.get(key)) {
             (MODEL_PLUGIN, _) => match self.graph.models.get(step) {
-                Some(def) => Ok(Arc::new(ModelStep::new(def.clone()))),
+                Some(def) => Ok(Arc::new(ModelStep::new(
+                    def.clone(),
+                    self.executors.models.clone(),
+                ))),
                 None => Err(Unresolved::NotInWorkflow {
                     key: format!("{MODEL_PLUGIN}/{step}"),
                 }),

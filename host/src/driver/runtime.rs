@@ -102,6 +102,7 @@ impl Runtime {
             // The executors start child runs of workflow tools on this runtime (S125).
             inner: Arc::new_cyclic(|me| Inner {
                 executors: Executors::new(host.clone(), store.clone(), natives.clone())
+                    .bounding_models(config.models.clone())
                     .starting_children_on(me.clone()),
                 syncer: Syncer::new(store.clone(), metrics.syncs()),
                 store,

@@ -14,7 +14,7 @@ use super::load::read_records;
 use super::runtime::{lock, summary};
 use super::{RunRecord, Runtime, RuntimeError, checked};
 use crate::engine::{self, Event, Graph, RunState};
-use crate::run_id::check_run_id;
+use crate::run_id::{check_new_run_id, check_run_id};
 use crate::store::{Definition, NewRun};
 use crate::workflow::LoadedWorkflow;
 
@@ -82,7 +82,8 @@ impl Runtime {
             .check_value("run input", &input)?;
         engine::check_run_input(&graph, &mut input).map_err(RuntimeError::InvalidInput)?;
         let now = self.now();
-        let state = engine::new_run(&graph, new.run_id, input, now);
+        let mut state = engine::new_run(&graph, new.run_id, input, now);
+        state.tool_call_of = new.tool_call_of;
         self.launch(state, graph, definition, workflow, now, then, new.fresh)
             .await
     }
@@ -120,7 +121,7 @@ impl Runtime {
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
         check_run_id(source)?;
-        let NewId { run_id, fresh } = new_run_id(run_id)?;
+        let NewId { run_id, fresh, .. } = new_run_id(run_id)?;
         if let Some(input) = &input {
             self.inner
                 .config
@@ -268,19 +269,22 @@ impl Drop for Creating {
     }
 }
 
-/// The id for a new run: the one given, once checked, or a new ULID.
+/// The id for a new run started from outside: the one given, once checked (outside the
+/// namespace of workflow tools' children too), or a new ULID.
 fn new_run_id(given: Option<String>) -> Result<NewId, RuntimeError> {
     match given {
         Some(run_id) => {
-            check_run_id(&run_id)?;
+            check_new_run_id(&run_id)?;
             Ok(NewId {
                 run_id,
                 fresh: false,
+                tool_call_of: None,
             })
         }
         None => Ok(NewId {
             run_id: ulid::Ulid::new().to_string(),
             fresh: true,
+            tool_call_of: None,
         }),
     }
 }
@@ -295,10 +299,13 @@ pub(super) enum Launch {
     DriveAndWait(Waiter),
 }
 
-/// A new run's id, and whether it was made here ([`NewRun::fresh_id`]).
+/// A new run's id, whether it was made here ([`NewRun::fresh_id`]), and the workflow-tool
+/// call it is the child of.
 pub(super) struct NewId {
     /// The id.
     pub(super) run_id: String,
     /// Made here.
     pub(super) fresh: bool,
+    /// For a workflow tool's child run: the call starting it (S125).
+    pub(super) tool_call_of: Option<crate::engine::ToolCallOf>,
 }

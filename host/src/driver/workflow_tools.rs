@@ -5,7 +5,11 @@
 //!
 //! The child's id is made from the parent's run id and the call's path (with its item and
 //! iteration), so an attempt issued again after a crash finds the child it started and waits
-//! for its first yield instead of starting another; each call has an id of its own.
+//! for its first yield instead of starting another; each call has an id of its own. Such ids
+//! are refused to runs started from outside (`run_id::check_new_run_id`), and the child's
+//! first state names the call that started it: a run found under the id is taken for the
+//! child only when it names this very call, so no run that another run's agent happened to
+//! start under the same id is taken for it.
 
 use std::sync::{Arc, Weak};
 
@@ -14,7 +18,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::engine::invocation::{InvocationResult, StepCall, StepFailure, StepOutcome};
-use crate::engine::{EventKind, Graph};
+use crate::engine::{EventKind, Graph, ToolCallOf};
 use crate::executor::{StepExecutor, StepRequest, until_aborted};
 use crate::run_id::MAX_RUN_ID_LEN;
 use crate::store::{Definition, StoreError};
@@ -58,6 +62,12 @@ impl WorkflowTool {
         };
         let runtime = Runtime { inner };
         let child = child_run_id(&request.call);
+        let this_call = ToolCallOf {
+            run_id: request.call.run_id.clone(),
+            path: request.call.step_path.clone(),
+            foreach_index: request.call.foreach_index,
+            iteration: request.call.iteration,
+        };
         let definition = self.definition.as_ref().map_err(|e| {
             StepFailure::new("internal", format!("the workflow does not encode: {e}"))
         })?;
@@ -72,12 +82,16 @@ impl WorkflowTool {
                 NewId {
                     run_id: child.clone(),
                     fresh: false,
+                    tool_call_of: Some(this_call.clone()),
                 },
                 Launch::Drive,
             )
             .await
         {
-            Ok(_) | Err(RuntimeError::Store(StoreError::RunExists(_))) => {}
+            Ok(_) => {}
+            Err(RuntimeError::Store(StoreError::RunExists(_))) => {
+                adopt(&runtime, &child, &this_call)?;
+            }
             Err(RuntimeError::InvalidInput(violations)) => {
                 return Err(StepFailure::new(
                     "invalid-input",
@@ -159,6 +173,43 @@ impl StepExecutor for WorkflowTool {
             }
         })
     }
+}
+
+/// Checks that the run stored as `child` was started by `call` (an attempt of it before a
+/// crash), so it may be followed as this call's child.
+#[allow(
+    clippy::result_large_err,
+    reason = "StepFailure is the contract's failure type, what the executor answers with"
+)]
+fn adopt(runtime: &Runtime, child: &str, call: &ToolCallOf) -> Result<(), StepFailure> {
+    let lost = |e: String| {
+        StepFailure::new(
+            "child-lost",
+            format!("cannot read the child run {child}: {e}"),
+        )
+    };
+    let base = runtime
+        .inner
+        .store
+        .base(child)
+        .map_err(|e| lost(e.to_string()))?
+        .ok_or_else(|| lost("it has no stored state".into()))?;
+    let started_by = super::checked::tool_call_of(child, &base).map_err(|e| lost(e.to_string()))?;
+    if started_by.as_ref() == Some(call) {
+        return Ok(());
+    }
+    let by = match started_by {
+        Some(other) => format!("the call at {} of run {}", other.path, other.run_id),
+        None => "no workflow tool call".to_owned(),
+    };
+    Err(StepFailure::new(
+        "child-not-started",
+        format!(
+            "a run {child} exists but is not the child of this call (the call at {} of run {}): it was started by {by}; the call is not made, and that run's results are not taken for its own",
+            call.path, call.run_id
+        ),
+    )
+    .not_retryable())
 }
 
 /// The child run's id: the parent's run id and the call's path, with `.i` for its item and

@@ -68,7 +68,7 @@ pub(crate) use replay::replay;
 pub(crate) use resume::suspended;
 pub(crate) use start::{check_run_input, new_run};
 pub use state::RunStatus;
-pub(crate) use state::{RunState, STATE_FORMAT};
+pub(crate) use state::{RunState, STATE_FORMAT, ToolCallOf};
 pub(crate) use time::Millis;
 pub use time::rfc3339;
 

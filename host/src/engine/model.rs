@@ -351,7 +351,18 @@ impl Default for RetryPolicy {
     }
 }
 
+/// The longest wait a failure may ask for (`retry_after_ms`, a provider's `retry-after`: S121)
+/// when the policy sets no `max-delay-ms`: 10 minutes. Without it, a `retry-after` of `inf`
+/// would park the run for ever.
+pub(crate) const DEFAULT_MAX_ASKED_DELAY_MS: u64 = 600_000;
+
 impl RetryPolicy {
+    /// How long to wait when a failure asks for `asked` ms: at most the policy's
+    /// `max-delay-ms`, else at most [`DEFAULT_MAX_ASKED_DELAY_MS`] (S121).
+    pub(crate) fn asked_delay(&self, asked: u64) -> u64 {
+        asked.min(self.max_delay_ms.unwrap_or(DEFAULT_MAX_ASKED_DELAY_MS))
+    }
+
     /// The wait before retry `k` (k ≥ 1), in milliseconds (S52).
     pub(crate) fn delay_before(&self, k: u32) -> u64 {
         let exp = i32::try_from(k.saturating_sub(1)).unwrap_or(i32::MAX);
@@ -386,5 +397,22 @@ mod tests {
             ..p
         };
         assert_eq!(capped.delay_before(3), 250);
+    }
+
+    #[test]
+    fn s121_a_wait_asked_for_is_capped_by_max_delay_or_else_by_the_default() {
+        let p = RetryPolicy::default();
+        assert_eq!(p.asked_delay(1500), 1500);
+        assert_eq!(p.asked_delay(u64::MAX), DEFAULT_MAX_ASKED_DELAY_MS);
+        let capped = RetryPolicy {
+            max_delay_ms: Some(50),
+            ..p
+        };
+        assert_eq!(capped.asked_delay(u64::MAX), 50);
+        let raised = RetryPolicy {
+            max_delay_ms: Some(3_600_000),
+            ..p
+        };
+        assert_eq!(raised.asked_delay(2_000_000), 2_000_000);
     }
 }

@@ -54,6 +54,7 @@ pub(crate) fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -
         error: None,
         tripwire: None,
         restarted_from: None,
+        tool_call_of: None,
     }
 }
 

@@ -143,4 +143,23 @@ pub(crate) struct RunState {
     pub tripwire: Option<TripwireInfo>,
     /// Set for a re-run.
     pub restarted_from: Option<RestartedFrom>,
+    /// For the child run of a workflow tool (S125): the call that started it, which the
+    /// agent checks before it takes a run stored under its child's id for its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_of: Option<ToolCallOf>,
+}
+
+/// The workflow-tool call a child run was started by (S125).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ToolCallOf {
+    /// The parent run.
+    pub run_id: String,
+    /// The call's path in it.
+    pub path: String,
+    /// The call's foreach item, inside one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreach_index: Option<u32>,
+    /// The call's loop iteration, inside one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u32>,
 }

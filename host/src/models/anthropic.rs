@@ -5,7 +5,6 @@
 //! output tokens) and `message_stop`. Tool results go back as a user message of `tool_result`
 //! blocks; system messages become the `system` member.
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::http::{broken, malformed, post_sse, url};
@@ -108,18 +107,19 @@ pub(crate) async fn call(
     key: Option<&str>,
     req: &Request,
     deltas: &Deltas<'_>,
+    max_line: usize,
 ) -> Result<Reply, StepFailure> {
     let endpoint = url(&def.base_url, "messages");
     let mut extra = vec![("anthropic-version".to_owned(), VERSION.to_owned())];
     extra.extend(key.map(|key| ("x-api-key".to_owned(), key.to_owned())));
     let headers = headers(def, extra);
-    let mut events = post_sse(&endpoint, &headers, &body(def, req)).await?;
+    let mut events = post_sse(&endpoint, &headers, &body(def, req), max_line).await?;
     let mut reply = Reply::default();
     let mut blocks: Vec<Option<Block>> = Vec::new();
     let mut calls = 0;
     let mut stopped = false;
     while let Some(event) = events.next().await {
-        let event = event.map_err(|e| broken(&endpoint, &e))?;
+        let event = event?;
         if event.data.trim().is_empty() {
             continue;
         }
@@ -139,7 +139,7 @@ pub(crate) async fn call(
                     Some("tool_use") => {
                         let id = block["id"].as_str().unwrap_or_default().to_owned();
                         let name = block["name"].as_str().unwrap_or_default().to_owned();
-                        deltas.tool_call(calls, Some(&id), Some(&name), "");
+                        deltas.tool_call(calls, Some(&id), Some(&name), "")?;
                         calls += 1;
                         Block::Tool {
                             index: calls - 1,
@@ -165,12 +165,12 @@ pub(crate) async fn call(
                     (Some(Block::Text), Some("text_delta")) => {
                         let text = delta["text"].as_str().unwrap_or_default();
                         reply.text.push_str(text);
-                        deltas.text(text);
+                        deltas.text(text)?;
                     }
                     (Some(Block::Tool { index, input, .. }), Some("input_json_delta")) => {
                         let piece = delta["partial_json"].as_str().unwrap_or_default();
                         input.push_str(piece);
-                        deltas.tool_call(*index, None, None, piece);
+                        deltas.tool_call(*index, None, None, piece)?;
                     }
                     (None, _) => {
                         return Err(malformed(

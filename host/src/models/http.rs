@@ -1,14 +1,21 @@
 //! The HTTP side of model calls: one shared client (rustls with the `ring` provider and the
 //! webpki roots, so no system TLS library is needed), a POST whose answer is read as
-//! Server-Sent Events, and a provider's refusal turned into a step failure that says what to do.
+//! Server-Sent Events ([`super::sse`], each line within a bound), and a provider's refusal
+//! turned into a step failure that says what to do.
+//!
+//! A redirect is followed only within the origin of `base-url` (same scheme, host and port):
+//! the API key and the model's `headers:` go with every request, and a redirect to another
+//! origin would hand them to it. Such a redirect fails the call with `model-refused`, naming
+//! where it led, and nothing is sent there.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use eventsource_stream::{Event, Eventsource};
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
+use super::sse::{Event, Parser};
 use crate::engine::invocation::StepFailure;
 
 /// The most bytes of a refusal's body a failure repeats.
@@ -20,6 +27,24 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a model's answer may go silent (no byte, not even a keep-alive) before the call
 /// fails `model-unavailable` and is retried; a step's `timeout-ms` bounds the whole call.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The most redirects followed within the origin before the call fails.
+const MAX_REDIRECTS: usize = 10;
+
+/// Follows a redirect only within the origin of the request before it, and at most
+/// [`MAX_REDIRECTS`] of them; otherwise stops, and the redirect is the answer
+/// ([`post_sse`] refuses it).
+fn same_origin_redirects(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let same = attempt
+        .previous()
+        .last()
+        .is_some_and(|before| before.origin() == attempt.url().origin());
+    if same && attempt.previous().len() <= MAX_REDIRECTS {
+        attempt.follow()
+    } else {
+        attempt.stop()
+    }
+}
 
 /// The client every model call shares (connection pools per host).
 fn client() -> Result<&'static reqwest::Client, StepFailure> {
@@ -39,6 +64,7 @@ fn client() -> Result<&'static reqwest::Client, StepFailure> {
                 .tls_backend_preconfigured(tls)
                 .connect_timeout(CONNECT_TIMEOUT)
                 .read_timeout(IDLE_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::custom(same_origin_redirects))
                 .build()
                 .map_err(|e| e.to_string())
         })
@@ -55,12 +81,43 @@ pub(crate) fn url(base: &str, path: &str) -> String {
     )
 }
 
-/// POSTs `body` as JSON with `headers` and returns the answer's events; a refusal is a failure.
+/// A model's answer as events, read as they arrive.
+pub(crate) struct Events {
+    url: String,
+    body: BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    parser: Parser,
+    ready: std::collections::VecDeque<Event>,
+}
+
+impl Events {
+    /// The next event; `None` at the end of the answer. A broken connection fails the call
+    /// `model-unavailable`, a line over the bound `model-malformed`.
+    pub(crate) async fn next(&mut self) -> Option<Result<Event, StepFailure>> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(Ok(event));
+            }
+            let chunk = match self.body.next().await? {
+                Ok(chunk) => chunk,
+                Err(e) => return Some(Err(broken(&self.url, &without_url(&e)))),
+            };
+            let mut out = Vec::new();
+            if let Err(e) = self.parser.push(&chunk, &mut out) {
+                return Some(Err(malformed(&self.url, &e.to_string())));
+            }
+            self.ready.extend(out);
+        }
+    }
+}
+
+/// POSTs `body` as JSON with `headers` and returns the answer's events, each line of at most
+/// `max_line` bytes; a refusal or a redirect to another origin is a failure.
 pub(crate) async fn post_sse(
     url: &str,
     headers: &[(String, String)],
     body: &Value,
-) -> Result<impl Stream<Item = Result<Event, String>> + Unpin + use<>, StepFailure> {
+    max_line: usize,
+) -> Result<Events, StepFailure> {
     let mut req = client()?
         .post(url)
         .header("content-type", "application/json")
@@ -77,17 +134,44 @@ pub(crate) async fn post_sse(
         )
     })?;
     let status = response.status();
+    if status.is_redirection() {
+        return Err(redirected(url, &response));
+    }
     if !status.is_success() {
         let retry_after = retry_after_ms(response.headers());
         let text = response.text().await.unwrap_or_default();
         return Err(refusal(url, status.as_u16(), retry_after, &text));
     }
-    Ok(Box::pin(
-        response
-            .bytes_stream()
-            .eventsource()
-            .map(|r| r.map_err(|e| e.to_string())),
-    ))
+    Ok(Events {
+        url: url.to_owned(),
+        body: response.bytes_stream().boxed(),
+        parser: Parser::new(max_line),
+        ready: Default::default(),
+    })
+}
+
+/// The failure for a redirect not followed: to another origin, or one too many.
+fn redirected(url: &str, response: &reqwest::Response) -> StepFailure {
+    let status = response.status().as_u16();
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|l| response.url().join(l).ok());
+    let message = match location {
+        Some(to) if to.origin() == response.url().origin() => format!(
+            "the model at {url} answered {status}, redirecting more than {MAX_REDIRECTS} times within its origin (last to {to}); set the model's `base-url` to the address that answers"
+        ),
+        Some(to) => format!(
+            "the model at {url} answered {status}, a redirect to {to}, another origin; weft follows no redirect of a model API to another origin, as it would carry the API key and the model's headers there: set the model's `base-url` to that address if you trust it"
+        ),
+        None => format!(
+            "the model at {url} answered {status}, a redirect without a usable `location`; set the model's `base-url` to the address that answers"
+        ),
+    };
+    StepFailure::new("model-refused", message)
+        .with_details(json!({ "status": status }))
+        .not_retryable()
 }
 
 /// A reqwest error's words without the URL it repeats (the caller names it once).

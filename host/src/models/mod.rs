@@ -5,19 +5,34 @@
 //!
 //! The input is provider-neutral (`{prompt}` or `{messages}`, with `system` and `tools`); each
 //! protocol module turns it into its request and its stream back into a [`Reply`]. The API key
-//! is read from the host's environment at each call and sent only to the model's `base-url`;
-//! records, events and guests never see it. A refusal of the provider is a step failure whose
-//! code says what to do: `rate-limited` (retried after what the provider's `retry-after` asks,
-//! S121), `model-unavailable` (retried), `model-auth` and `model-refused` (not retried).
+//! is read from the host's environment at each call and sent only to the model's `base-url`
+//! (a redirect to another origin is refused, `http`); records, events and guests never see it:
+//! a failure's words, which may repeat what the provider said, have the key and the model's
+//! header values replaced by `[redacted]` before they leave the call. A refusal of the provider
+//! is a step failure whose code says what to do: `rate-limited` (retried after what the
+//! provider's `retry-after` asks, S121), `model-unavailable` (retried), `model-auth` and
+//! `model-refused` (not retried).
+//!
+//! Every call is bounded host-wide ([`ModelConfig`]): a deadline when its step sets none, the
+//! longest line of the stream, and the most pieces it may stream (`output-limit` past it).
 
 // Step failures travel by value to the step's result; boxing them buys nothing here.
 #![allow(clippy::result_large_err)]
 
 mod anthropic;
+mod config;
 mod http;
 mod openai;
+mod secrets;
+mod sse;
+
+pub use config::ModelConfig;
+pub(crate) use config::{
+    DEFAULT_MODEL_MAX_EVENTS, DEFAULT_MODEL_MAX_LINE_KIB, DEFAULT_MODEL_TIMEOUT_MS,
+};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -26,6 +41,7 @@ use serde_json::{Value, json};
 use crate::engine::invocation::{InvocationResult, StepFailure, StepOutcome};
 use crate::engine::model::{ModelApi, ModelDef};
 use crate::executor::{EventSink, GuestEvent, StepExecutor, StepRequest, until_aborted};
+use secrets::Secrets;
 
 /// One message of a conversation, provider-neutral.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,21 +162,31 @@ impl Reply {
     }
 }
 
-/// Where a protocol module reports fragments as they arrive.
+/// Where a protocol module reports fragments as they arrive, at most `max` of them (the
+/// plugins' per-invocation cap on events, applied to a model's streamed pieces).
 pub(crate) struct Deltas<'a> {
     sink: &'a dyn EventSink,
+    emitted: AtomicU64,
+    max: u64,
 }
 
 impl Deltas<'_> {
     /// A piece of the reply's text.
-    pub(crate) fn text(&self, piece: &str) {
+    pub(crate) fn text(&self, piece: &str) -> Result<(), StepFailure> {
         if !piece.is_empty() {
-            self.sink.emit(GuestEvent::Output(json!({ "text": piece })));
+            self.emit(json!({ "text": piece }))?;
         }
+        Ok(())
     }
 
     /// A fragment of tool call `index`.
-    pub(crate) fn tool_call(&self, index: usize, id: Option<&str>, name: Option<&str>, args: &str) {
+    pub(crate) fn tool_call(
+        &self,
+        index: usize,
+        id: Option<&str>,
+        name: Option<&str>,
+        args: &str,
+    ) -> Result<(), StepFailure> {
         let mut fragment = json!({ "index": index, "arguments": args });
         if let Some(id) = id {
             fragment["id"] = json!(id);
@@ -168,8 +194,23 @@ impl Deltas<'_> {
         if let Some(name) = name {
             fragment["name"] = json!(name);
         }
-        self.sink
-            .emit(GuestEvent::Output(json!({ "tool_call": fragment })));
+        self.emit(json!({ "tool_call": fragment }))
+    }
+
+    /// Emits `data` as a `step-output`, unless the call has emitted its `max` already.
+    fn emit(&self, data: Value) -> Result<(), StepFailure> {
+        if self.emitted.fetch_add(1, Ordering::Relaxed) >= self.max {
+            return Err(StepFailure::new(
+                "output-limit",
+                format!(
+                    "the model streamed more than {} pieces (text and tool-call fragments) in one call; ask for a shorter answer (`config: {{max-tokens}}`), or raise RuntimeConfig::models.max_events (weft --model-max-events)",
+                    self.max
+                ),
+            )
+            .not_retryable());
+        }
+        self.sink.emit(GuestEvent::Output(data));
+        Ok(())
     }
 }
 
@@ -232,12 +273,16 @@ fn make_request(input: &Value, config: &Value) -> Result<Request, StepFailure> {
 /// Runs the calls of one model of a workflow.
 pub(crate) struct ModelStep {
     def: Arc<ModelDef>,
+    config: ModelConfig,
 }
 
 impl ModelStep {
-    /// The executor of `def`.
-    pub(crate) fn new(def: ModelDef) -> Self {
-        ModelStep { def: Arc::new(def) }
+    /// The executor of `def`, its calls bounded by `config`.
+    pub(crate) fn new(def: ModelDef, config: ModelConfig) -> Self {
+        ModelStep {
+            def: Arc::new(def),
+            config,
+        }
     }
 
     async fn call(&self, request: &StepRequest) -> Result<Reply, StepFailure> {
@@ -256,13 +301,18 @@ impl ModelStep {
         };
         let deltas = Deltas {
             sink: request.io.sink.as_ref(),
+            emitted: AtomicU64::new(0),
+            max: self.config.max_events,
         };
+        let (key, max_line) = (key.as_deref(), self.config.max_line_bytes);
+        let secrets = Secrets::of(key, &self.def);
         match self.def.api {
-            ModelApi::OpenaiChat => openai::call(&self.def, key.as_deref(), &req, &deltas).await,
+            ModelApi::OpenaiChat => openai::call(&self.def, key, &req, &deltas, max_line).await,
             ModelApi::AnthropicMessages => {
-                anthropic::call(&self.def, key.as_deref(), &req, &deltas).await
+                anthropic::call(&self.def, key, &req, &deltas, max_line).await
             }
         }
+        .map_err(|failure| secrets.redact(failure))
     }
 }
 
@@ -270,12 +320,22 @@ impl StepExecutor for ModelStep {
     fn execute(&self, request: StepRequest) -> BoxFuture<'_, InvocationResult> {
         Box::pin(async move {
             let abort = request.io.abort.child();
+            let (deadline, late) = match request.io.deadline {
+                Some(deadline) => (
+                    deadline,
+                    "the model did not answer within the step's deadline of",
+                ),
+                None => (
+                    self.config.timeout,
+                    "the model did not answer within the host's deadline of a model call whose step sets no `timeout-ms` (RuntimeConfig::models.timeout, weft --model-timeout-ms):",
+                ),
+            };
             let outcome = until_aborted(
                 self.call(&request),
                 &abort,
-                request.io.deadline,
+                Some(deadline),
                 "the model call was cancelled",
-                "the model did not answer within the step's deadline of",
+                late,
             )
             .await
             .map(|reply| StepOutcome::Done(reply.output()));

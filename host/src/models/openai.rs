@@ -5,7 +5,6 @@
 //! servers send it). A fragment without `index` continues the call started last, or starts one
 //! when it carries a new `id`; a name repeated in every fragment is taken once.
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::http::{broken, malformed, post_sse, url};
@@ -85,16 +84,17 @@ pub(crate) async fn call(
     key: Option<&str>,
     req: &Request,
     deltas: &Deltas<'_>,
+    max_line: usize,
 ) -> Result<Reply, StepFailure> {
     let endpoint = url(&def.base_url, "chat/completions");
     let auth = key.map(|key| ("authorization".to_owned(), format!("Bearer {key}")));
     let headers = headers(def, auth.into_iter().collect());
-    let mut events = post_sse(&endpoint, &headers, &body(def, req)).await?;
+    let mut events = post_sse(&endpoint, &headers, &body(def, req), max_line).await?;
     let mut reply = Reply::default();
     let mut calls: Vec<Partial> = Vec::new();
     let mut done = false;
     while let Some(event) = events.next().await {
-        let event = event.map_err(|e| broken(&endpoint, &e))?;
+        let event = event?;
         let data = event.data.trim();
         if data == "[DONE]" {
             done = true;
@@ -122,7 +122,7 @@ pub(crate) async fn call(
             let delta = &choice["delta"];
             if let Some(text) = delta["content"].as_str() {
                 reply.text.push_str(text);
-                deltas.text(text);
+                deltas.text(text)?;
             }
             for fragment in delta["tool_calls"].as_array().into_iter().flatten() {
                 let id = fragment["id"].as_str();
@@ -158,7 +158,7 @@ pub(crate) async fn call(
                     .as_str()
                     .unwrap_or_default();
                 call.arguments.push_str(args);
-                deltas.tool_call(index, id, name, args);
+                deltas.tool_call(index, id, name, args)?;
             }
             if let Some(finish) = choice["finish_reason"].as_str() {
                 reply.finish = finish.to_owned();

@@ -71,6 +71,7 @@ pub use describe::{PluginExports, ToolCall, ToolInfo};
 pub use error::PluginError;
 pub use host::{PluginHost, PoolUsage};
 pub use loaded::Plugin;
+pub(crate) use sandbox::DEFAULT_MAX_EVENTS;
 pub use sandbox::{DirGrant, DirMode, EnvValue, Grants, Limits, Sandbox};
 pub(crate) use step::PluginStep;
 

@@ -405,14 +405,14 @@ fn fail_attempt(
     let next = step.attempt + 1;
     if retryable && next < def.retry.attempts {
         // A failure that says how long to wait (a provider's `retry-after`, S121) waits at least
-        // that long, within the policy's `max-delay-ms`.
+        // that long, within the policy's `max-delay-ms` or, without one, the default cap.
         let asked = failure
             .details
             .as_ref()
             .and_then(|d| d.get("retry_after_ms"))
             .and_then(Value::as_u64)
             .unwrap_or(0);
-        let asked = def.retry.max_delay_ms.map_or(asked, |max| asked.min(max));
+        let asked = def.retry.asked_delay(asked);
         let delay = def.retry.delay_before(next).max(asked);
         step.attempt = next;
         cx.emit(
