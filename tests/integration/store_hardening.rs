@@ -169,6 +169,26 @@ fn s11_the_cli_refuses_bad_run_ids_before_touching_the_home() {
     assert!(!dir.home().exists(), "a refused command created the home");
 }
 
+/// A valid id may start with `-`: every command takes it where it takes an id, not as an option.
+#[test]
+fn s11_a_run_id_that_starts_with_a_dash_can_be_given_to_every_command() {
+    let dir = Dir::new();
+    let wf = dir.file("inc.yaml", INC);
+    let wf = wf.to_str().expect("utf-8 path");
+    let out = dir.weft(&["run", wf, "--input", r#"{"n":1}"#, "--run-id", "-dash"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    for args in [
+        vec!["show", "-dash"],
+        vec!["watch", "-dash"],
+        vec!["run", "--from-step", "a", "--of", "-dash"],
+    ] {
+        let out = dir.weft(&args);
+        assert_eq!(out.code, 0, "{args:?}: {out:?}");
+    }
+    let out = dir.weft(&["show", "-dash", "--json"]);
+    assert!(out.stdout.contains(r#""run_id":"-dash""#), "{out:?}");
+}
+
 #[tokio::test]
 async fn s11_the_http_api_answers_400_to_bad_run_ids() {
     let env = Env::new();

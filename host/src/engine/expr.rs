@@ -280,6 +280,26 @@ mod tests {
     }
 
     #[test]
+    fn has_is_jqs_for_negative_indices_and_a_huge_integer_passes_through() {
+        let yes_no = |src: &str| Expr::new(src).eval_one(&json!(null));
+        assert_eq!(yes_no("[1] | has(-1)"), Ok(json!(false)));
+        assert_eq!(yes_no("[1] | has(0)"), Ok(json!(true)));
+        assert_eq!(yes_no("[1] | has(1)"), Ok(json!(false)));
+        assert_eq!(yes_no(r#"{a: 1} | has("a"), has("b")"#).ok(), None);
+        assert_eq!(
+            Expr::new(r#"{a: 1} | has("a"), has("b")"#).eval(&json!(null)),
+            Ok(vec![json!(true), json!(false)])
+        );
+        let err = yes_no(r#""text" | has(0)"#).expect_err("a string has no keys");
+        assert!(err.contains("cannot check whether"), "{err}");
+        let input = json!({"input": {"id": 18446744073709551615u64}});
+        assert_eq!(
+            Expr::new(".input.id").eval_one(&input),
+            Ok(json!(18446744073709551615u64))
+        );
+    }
+
+    #[test]
     fn a_bad_expression_does_not_compile() {
         assert!(Expr::new(".input | ][").check().is_err());
         assert!(Expr::new("nosuchfn(1)").check().is_err());

@@ -15,7 +15,7 @@ use crate::engine::ResumeRequest;
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ResumeArgs {
     /// The run.
-    #[arg(value_parser = RunIdArg)]
+    #[arg(value_parser = RunIdArg, allow_hyphen_values = true)]
     pub run_id: String,
     /// Select suspensions by path or path prefix.
     #[arg(long, conflicts_with = "label")]

@@ -22,7 +22,7 @@ pub struct RunArgs {
     #[arg(long, requires = "of")]
     pub from_step: Option<String>,
     /// The ended run to re-run from.
-    #[arg(long, requires = "from_step", value_parser = RunIdArg)]
+    #[arg(long, requires = "from_step", value_parser = RunIdArg, allow_hyphen_values = true)]
     pub of: Option<String>,
     /// The run input (JSON).
     #[arg(long, conflicts_with = "input_file")]
@@ -32,7 +32,7 @@ pub struct RunArgs {
     pub input_file: Option<PathBuf>,
     /// The run's id (default: a new ULID): 1 to 128 characters of A-Z a-z 0-9 . _ -, not
     /// starting with `.`.
-    #[arg(long, value_parser = RunIdArg)]
+    #[arg(long, value_parser = RunIdArg, allow_hyphen_values = true)]
     pub run_id: Option<String>,
     /// Print exactly one run record on stdout.
     #[arg(long)]

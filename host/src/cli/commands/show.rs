@@ -12,7 +12,7 @@ use crate::driver::Runtime;
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ShowArgs {
     /// The run.
-    #[arg(value_parser = RunIdArg)]
+    #[arg(value_parser = RunIdArg, allow_hyphen_values = true)]
     pub run_id: String,
     /// Print the run record as JSON.
     #[arg(long)]

@@ -11,7 +11,7 @@ use crate::driver::Runtime;
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct WatchArgs {
     /// The run.
-    #[arg(value_parser = RunIdArg)]
+    #[arg(value_parser = RunIdArg, allow_hyphen_values = true)]
     pub run_id: String,
     /// Start at this seq.
     #[arg(long, default_value_t = 1)]

@@ -29,6 +29,14 @@ fn to_val_at(v: &Value, depth: usize) -> Result<Val, String> {
         Value::Number(n) => {
             if let Some(i) = n.as_i64().and_then(|i| isize::try_from(i).ok()) {
                 Val::from(i)
+            } else if let Some(big) = n
+                .is_u64()
+                .then(|| jaq_json::Num::from_str_radix(&n.to_string(), 10))
+                .flatten()
+            {
+                // Beyond isize: a big integer, as jaq reads such a literal, so that it passes
+                // through an expression exactly.
+                Val::Num(big)
             } else {
                 Val::from(n.as_f64().unwrap_or(f64::NAN))
             }
@@ -130,6 +138,12 @@ mod tests {
     #[test]
     fn values_round_trip() {
         let v = json!({"a": [1, 2.5, "x", null, true, {"b": {}}], "n": -3});
+        assert_eq!(to_val(&v).and_then(|x| from_val(&x)), Ok(v));
+    }
+
+    #[test]
+    fn integers_beyond_i64_pass_through_exactly() {
+        let v = json!({"big": 18446744073709551615u64, "past": 9223372036854775808u64});
         assert_eq!(to_val(&v).and_then(|x| from_val(&x)), Ok(v));
     }
 

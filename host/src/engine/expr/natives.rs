@@ -3,6 +3,7 @@
 //! - `halt/1` would end the whole process (`halt`, `halt_error`); here it raises an error.
 //! - `env/0` (and `$ENV`) would read the host's environment; here it raises an error.
 //! - `range/3` yields values without running terms; here each value is a step.
+//! - `has/1` counts negative indices of an array as jaq does not and jq does: not there.
 //! - `fromjson/0` parses recursively; here input nesting deeper than [`MAX_VALUE_DEPTH`] is
 //!   refused first, and text that does not parse raises one error (jaq's reader repeats it
 //!   for ever).
@@ -22,7 +23,7 @@ pub(super) fn funs() -> impl Iterator<Item = Fun<Metered>> {
     let replaced = |(name, args, _): &Fun<Metered>| {
         matches!(
             (*name, args.len()),
-            ("halt", 1) | ("env", 0) | ("range", 3) | ("fromjson", 0)
+            ("halt", 1) | ("env", 0) | ("range", 3) | ("fromjson", 0) | ("has", 1)
         ) || super::sized::NAMES.contains(&(*name, args.len()))
     };
     jaq_core::funs()
@@ -94,7 +95,37 @@ fn replacements() -> impl Iterator<Item = Fun<Metered>> {
             Box::new(values.into_iter())
         }),
     );
-    [halt, env, range, fromjson].into_iter()
+    let has: Fun<Metered> = (
+        "has",
+        v(1),
+        jaq_core::Native::new(|mut cv| {
+            let key = cv.0.pop_var();
+            bome(has(&cv.1, &key))
+        }),
+    );
+    [halt, env, range, fromjson, has].into_iter()
+}
+
+/// Whether `value` has `key`, as jq says: an array has the integers from 0 to its length
+/// (jaq also counts negative ones, from the end, which jq does not), an object its keys, null
+/// nothing.
+fn has(value: &Val, key: &Val) -> Result<Val, Error<Val>> {
+    let refuse = || {
+        Error::str(format!(
+            "cannot check whether {} has the key {}",
+            describe::short(value),
+            describe::short(key)
+        ))
+    };
+    match value {
+        Val::Arr(a) => {
+            let i = key.as_isize().ok_or_else(refuse)?;
+            Ok(Val::from(usize::try_from(i).is_ok_and(|i| i < a.len())))
+        }
+        Val::Obj(o) => Ok(Val::from(o.contains_key(key))),
+        Val::Null => Ok(Val::from(false)),
+        _ => Err(refuse()),
+    }
 }
 
 /// `from`, `from + by`, … while short of `to` (as jaq's own `range/3`).
