@@ -59,6 +59,8 @@ impl Runtime {
             next_sub,
             since_snapshot,
             snapshot_len,
+            // The run's last change is when its last stored events were stamped, or later.
+            last_event_at: state.updated_at,
         };
         Ok((state, graph, at))
     }

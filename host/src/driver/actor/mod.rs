@@ -154,6 +154,10 @@ pub(crate) struct Position {
     pub since_snapshot: usize,
     /// The size of the last snapshot; 0 when there is none.
     pub snapshot_len: usize,
+    /// The latest instant an event was stamped with here: the events of a record never bear an
+    /// earlier one, so `at` never decreases along `seq` (an invocation's writes are stamped
+    /// when staged, a transition with the instant of what it records, which may be earlier).
+    pub last_event_at: crate::engine::Millis,
 }
 
 impl Position {
@@ -163,6 +167,7 @@ impl Position {
         next_sub: 0,
         since_snapshot: 0,
         snapshot_len: 0,
+        last_event_at: 0,
     };
 }
 

@@ -111,7 +111,7 @@ impl Actor {
             self.in_flight.remove(&token);
         }
         let mut stored = NewEvents {
-            at: engine::rfc3339(at),
+            at: self.event_instant(at),
             events: Vec::new(),
         };
         let mut effects = Vec::new();
@@ -308,6 +308,14 @@ impl Actor {
         Ok(())
     }
 
+    /// The instant of the next record's events, `at` or, when earlier, the last one given
+    /// ([`super::Position::last_event_at`]).
+    fn event_instant(&mut self, at: engine::Millis) -> String {
+        let at = at.max(self.at.last_event_at);
+        self.at.last_event_at = at;
+        engine::rfc3339(at)
+    }
+
     /// Numbers `tracking` with the run's next `seq`.
     fn stamp(&mut self, tracking: Tracking) -> NewEvent {
         let seq = self.at.next_seq;
@@ -318,8 +326,9 @@ impl Actor {
     /// Stores what invocations wrote, in the order they wrote it (S91, S111), for publishing
     /// once it is durable.
     pub(super) fn guest_events(&mut self, batch: Vec<(u64, GuestEvent)>) {
+        let now = self.rt.now();
         let mut stored = NewEvents {
-            at: engine::rfc3339(self.rt.now()),
+            at: self.event_instant(now),
             events: Vec::with_capacity(batch.len()),
         };
         for (token, ev) in batch {
