@@ -1,6 +1,7 @@
 //! A full disk on a real 2 MiB tmpfs: commands fail in bounded time with a message naming the
 //! disk and the home, what was started stays recoverable (S100, S101), and the home works again
-//! once there is space. And a damaged database is reported in words a person can read.
+//! once there is space. A damaged snapshot of sled is repaired by itself, and a damaged database
+//! is reported in words a person can read.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -358,6 +359,49 @@ fn s100_weft_serve_refuses_writes_on_a_full_disk_and_serves_again_once_there_is_
     server.kill();
 }
 
+/// sled's snapshot only indexes its log for a faster start: one with a flipped bit is dropped
+/// (with a warning naming it), and sled reads its log whole; every run is there.
+#[test]
+fn a_flipped_bit_in_sleds_snapshot_is_repaired_by_itself_and_every_run_reads_back() {
+    let files = Home::new();
+    let small = files.file("small.yaml", SMALL);
+    let home = files.home();
+    for id in ["one", "two", "three"] {
+        let out = run_weft(
+            &home,
+            &["run", small.to_str().expect("utf-8"), "--run-id", id],
+        );
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+    let snapshot = std::fs::read_dir(home.join("db"))
+        .expect("the database directory")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("snap."))
+        })
+        .expect("sled wrote a snapshot");
+    let mut bytes = std::fs::read(&snapshot).expect("read the snapshot");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x04;
+    std::fs::write(&snapshot, &bytes).expect("write the snapshot");
+    let mut cmd = crate::torture::weft_sled(&home, &["runs"]);
+    cmd.env("WEFT_LOG", "warn");
+    let out = crate::torture::Proc::start(cmd).finish();
+    assert_eq!(out.code, 0, "{out:?}");
+    for id in ["one", "two", "three"] {
+        assert!(out.stdout.contains(id), "{id} is gone: {out:?}");
+    }
+    assert!(out.stderr.contains("weft removed it"), "{out:?}");
+    assert!(
+        out.stderr.contains(&snapshot.display().to_string()),
+        "{out:?}"
+    );
+    let out = run_weft(&home, &["show", "two", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+}
+
 #[test]
 fn a_damaged_database_is_reported_in_sentences_without_debug_dumps_or_colour_codes() {
     let files = Home::new();
@@ -365,12 +409,11 @@ fn a_damaged_database_is_reported_in_sentences_without_debug_dumps_or_colour_cod
     let home = files.home();
     let out = run_weft(&home, &["run", small.to_str().expect("utf-8")]);
     assert_eq!(out.code, 0, "{out:?}");
-    // A snapshot file sled takes for its newest, with no valid checksum.
-    std::fs::write(
-        home.join("db").join("snap.FFFFFFFFFFFFFFFF"),
-        b"this is not a snapshot",
-    )
-    .expect("write");
+    // Two snapshot files sled takes for its newest, with no valid checksum: weft drops one
+    // (below), not every file it finds.
+    for name in ["snap.FFFFFFFFFFFFFFFF", "snap.FFFFFFFFFFFFFFFE"] {
+        std::fs::write(home.join("db").join(name), b"this is not a snapshot").expect("write");
+    }
     // With sled's own log on, to see that log lines are plain text too.
     let mut cmd = crate::torture::weft_sled(&home, &["runs"]);
     cmd.env("WEFT_LOG", "warn");

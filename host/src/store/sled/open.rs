@@ -92,6 +92,39 @@ fn remove_unfinished_snapshots(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Removes the newest of sled's snapshot files in `dir` (the one it reads), when a damaged
+/// database is refused: a snapshot only indexes sled's log for a faster start, and without it
+/// sled reads the log whole, so a snapshot with a flipped bit costs nothing but that. Says
+/// whether there was one to remove.
+fn drop_newest_snapshot(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let newest = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("snap.") && !n.ends_with(".generating"))
+        })
+        .max();
+    let Some(snapshot) = newest else {
+        return false;
+    };
+    match std::fs::remove_file(&snapshot) {
+        Ok(()) => {
+            tracing::warn!(
+                "sled refused its snapshot {} as damaged; weft removed it, and sled reads its \
+                 log whole instead",
+                snapshot.display()
+            );
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// The key, in sled's default tree, of the store's format version.
 const FORMAT_KEY: &[u8] = b"weft-store-format";
 
@@ -197,13 +230,19 @@ impl SledStore {
         remove_unfinished_snapshots(dir)?;
         // sled panics on some damaged files (an index out of bounds in its segment table): that
         // is a damaged database too, not a crash.
-        let (db, data) = quietly(|| open_db(dir, cache_mib, had_runs)).unwrap_or_else(|panic| {
-            Err(StoreError::Damaged {
-                home: home_of(dir),
-                dir: dir.display().to_string(),
-                detail: format!("sled gave up reading it: {panic}"),
+        let open = || {
+            quietly(|| open_db(dir, cache_mib, had_runs)).unwrap_or_else(|panic| {
+                Err(StoreError::Damaged {
+                    home: home_of(dir),
+                    dir: dir.display().to_string(),
+                    detail: format!("sled gave up reading it: {panic}"),
+                })
             })
-        })?;
+        };
+        let (db, data) = match open() {
+            Err(StoreError::Damaged { .. }) if drop_newest_snapshot(dir) => open()?,
+            opened => opened?,
+        };
         // sled creates its files with the umask's mode.
         crate::home::restrict_tree(dir).map_err(private)?;
         let file = std::fs::File::open(dir.join("db")).map_err(|e| {
