@@ -206,7 +206,12 @@ fn s100_weft_run_on_a_full_disk_fails_cleanly_and_the_run_goes_on_once_there_is_
     // lets go of the home (sled's own writes never fail for want of space, else its flush
     // may hang for ever).
     disk.fill(0);
-    for args in [&["runs"][..], &["resume", "grow"], &["show", "grow"]] {
+    for args in [
+        &["runs"][..],
+        &["resume", "grow"],
+        &["show", "grow"],
+        &["watch", "grow"],
+    ] {
         let out = run_weft(&home, args);
         assert_eq!(out.code, 2, "{args:?}: {out:?}");
         assert!(out.stderr.contains("disk is full"), "{args:?}: {out:?}");
