@@ -255,11 +255,18 @@ impl SledStore {
                 StoreError::Backend(format!("cannot create {}: {e}", wal_dir.display()))
             })?;
             let values = Values::open(&home.join("values"))?;
-            let generation = replay(dir, &wal_dir, &db, &data, &values, &db_file)?;
-            let segment = Segment::create(&wal_dir, generation + 1)?;
-            Ok((values, segment))
+            let (segment, held) = match replay(dir, &wal_dir, &db, &data, &values, &db_file)? {
+                Replayed::Done(generation) => (Segment::create(&wal_dir, generation + 1)?, None),
+                Replayed::Held {
+                    table,
+                    bytes,
+                    current,
+                    retired,
+                } => (current, Some((table, bytes, retired))),
+            };
+            Ok((values, segment, held))
         })();
-        let (values, segment) = match replayed {
+        let (values, segment, held) = match replayed {
             Ok(replayed) => replayed,
             Err(e) => {
                 // sled first, so that the wait for its lock (dropping `db_file`) has an end.
@@ -284,6 +291,10 @@ impl SledStore {
             unchecked: AtomicU64::new(0),
             db_file,
         });
+        if let Some((table, bytes, retired)) = held {
+            shared.pending.hold(table, bytes);
+            *lock(&shared.retired) = retired;
+        }
         let worker = shared.clone();
         let checkpointer = std::thread::Builder::new()
             .name("weft-checkpoint".into())
@@ -323,8 +334,24 @@ impl Drop for SledStore {
     }
 }
 
-/// Moves what the log segments in `wal_dir` hold into sled, flushes it and removes them;
-/// returns the last segment's generation (0 when there was none).
+/// What opening a store did with the log a process left.
+enum Replayed {
+    /// Moved into sled and removed: the last segment's generation (0 when there was none).
+    Done(u64),
+    /// Kept, for want of room on the disk to move it into sled: its writes, read from the
+    /// pending table until a checkpoint has room; the segment to go on with, and the finished
+    /// ones for that checkpoint to retire.
+    Held {
+        table: Table,
+        bytes: usize,
+        current: Segment,
+        retired: Vec<Segment>,
+    },
+}
+
+/// Moves what the log segments in `wal_dir` hold into sled, flushes it and removes them; on a
+/// disk without room for that, keeps them ([`Replayed::Held`]), so that the home opens (reads
+/// see every write, writes are refused as the disk is full) and the move waits for space.
 fn replay(
     dir: &Path,
     wal_dir: &Path,
@@ -332,14 +359,16 @@ fn replay(
     data: &Tree,
     values: &Values,
     db_file: &DbFile,
-) -> Result<u64, StoreError> {
+) -> Result<Replayed, StoreError> {
     wal::remove_spare(wal_dir)?;
     let segments = wal::segments(wal_dir)?;
     let Some((last, _)) = segments.last() else {
-        return Ok(0);
+        return Ok(Replayed::Done(0));
     };
     let last = *last;
     let mut table = Table::new();
+    // Whether the last segment is finished, and where its whole entries end.
+    let mut last_end = (false, 0);
     for (generation, path) in &segments {
         let bytes = std::fs::read(path).map_err(|e| wal::io_error("read", path, e))?;
         let decoded = wal::decode(&bytes, *generation);
@@ -373,11 +402,39 @@ fn replay(
                 ),
             });
         }
+        last_end = (decoded.finished, decoded.end);
         table.extend(decoded.entries);
     }
     // A write of sled's that fails for want of space stops it for good (its flush may then
     // hang): the room is checked first, as for every write.
-    check_room(dir, table.iter().map(|(k, v)| k.len() + v.len()).sum())?;
+    let bytes = table.iter().map(|(k, v)| k.len() + v.len()).sum();
+    match check_room(dir, bytes) {
+        Ok(()) => {}
+        Err(StoreError::DiskFull(why)) => {
+            tracing::warn!(
+                "the disk holding {} is full ({why}): its log is kept, read as it is, until \
+                 there is room to move it into the database; writes are refused until then",
+                home_of(dir)
+            );
+            let mut retired = Vec::new();
+            for (generation, path) in &segments {
+                if *generation != last || last_end.0 {
+                    retired.push(Segment::finished(path, *generation)?);
+                }
+            }
+            let current = match (last_end, segments.last()) {
+                ((false, end), Some((_, path))) => Segment::resume(path, last, end as u64)?,
+                _ => Segment::create(wal_dir, last + 1)?,
+            };
+            return Ok(Replayed::Held {
+                table,
+                bytes,
+                current,
+                retired,
+            });
+        }
+        Err(e) => return Err(e),
+    }
     let failed = |e| sled_error(dir, e);
     write_table(data, values, &table, &mut Vec::new(), failed)?;
     db.flush().map_err(failed)?;
@@ -386,7 +443,7 @@ fn replay(
         std::fs::remove_file(path).map_err(|e| wal::io_error("remove", path, e))?;
     }
     wal::sync_dir(wal_dir)?;
-    Ok(last)
+    Ok(Replayed::Done(last))
 }
 
 #[cfg(test)]

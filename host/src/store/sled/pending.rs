@@ -100,6 +100,14 @@ impl Pending {
         self.state().take_unwritten()
     }
 
+    /// Takes `table` into the active table as writes the log holds already (a log replayed on
+    /// a full disk, kept in the log until a checkpoint has room to move it into sled).
+    pub(super) fn hold(&self, table: Table, logged: usize) {
+        let mut s = self.state();
+        s.active.extend(table);
+        s.logged += logged;
+    }
+
     /// Keeps `written`, a buffer of log entries the segment holds now, emptied for the entries
     /// logged after the next take; one larger than [`UNWRITTEN_ROOM`] is dropped instead.
     pub(super) fn recycle(&self, mut written: Vec<u8>) {

@@ -109,6 +109,8 @@ pub(super) struct Decoded {
     /// Damage before the segment's end: the reading stopped at an entry, yet a whole entry of
     /// the segment's generation follows it.
     pub damage: Option<Damage>,
+    /// Where the entries read end (after the mark, in a finished segment).
+    pub end: usize,
 }
 
 /// Where a segment is damaged before its end.
@@ -136,6 +138,7 @@ pub(super) fn decode(bytes: &[u8], generation: u64) -> Decoded {
                 entries,
                 finished: true,
                 damage: None,
+                end: next,
             };
         }
         entries.push((key.to_vec(), value.to_vec()));
@@ -148,6 +151,7 @@ pub(super) fn decode(bytes: &[u8], generation: u64) -> Decoded {
         entries,
         finished: false,
         damage,
+        end: at,
     }
 }
 
@@ -259,6 +263,28 @@ impl Segment {
         std::fs::rename(&spare, &path).map_err(|e| io_error("rename", &spare, e))?;
         sync_dir(dir)?;
         Ok(Segment::at(file, path, generation))
+    }
+
+    /// The unfinished segment `path` of `generation` again, to go on writing after the `len`
+    /// bytes of its whole entries (what follows, a torn tail, is cut off): a log kept on a
+    /// full disk goes on in its own segment.
+    pub(super) fn resume(path: &Path, generation: u64, len: u64) -> Result<Self, StoreError> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| io_error("open", path, e))?;
+        file.set_len(len).map_err(|e| io_error("cut", path, e))?;
+        std::io::Seek::seek(&mut &file, std::io::SeekFrom::Start(len))
+            .map_err(|e| io_error("seek in", path, e))?;
+        let mut segment = Segment::at(file, path.to_path_buf(), generation);
+        segment.len = len;
+        Ok(segment)
+    }
+
+    /// A finished segment whose writes are not in sled yet, for a checkpoint to retire.
+    pub(super) fn finished(path: &Path, generation: u64) -> Result<Self, StoreError> {
+        let file = File::open(path).map_err(|e| io_error("open", path, e))?;
+        Ok(Segment::at(file, path.to_path_buf(), generation))
     }
 
     fn at(file: File, path: PathBuf, generation: u64) -> Self {
