@@ -82,6 +82,13 @@ pub fn router(rt: Runtime, bound: SocketAddr, config: &ServeConfig) -> std::io::
         .method_not_allowed_fallback(error::no_method)
         .with_state(app)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            listen::BodyLimits {
+                timeout: config.body_timeout,
+                max_bytes: config.max_body_bytes,
+            },
+            listen::read_body,
+        ))
         .layer(axum::middleware::from_fn_with_state(guard, guard::check));
     if !config.cors_origins.is_empty() {
         let origins: Vec<HeaderValue> = config
