@@ -259,7 +259,7 @@ async fn load(
         handle
             .block_on(rt.load_workflow(&path))
             .map(Some)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-workflow", e.to_string()))
+            .map_err(|e| catalog.refusal(&e))
     })
     .await
     .map_err(|e| ApiError::internal(e.to_string()))?
