@@ -16,6 +16,7 @@ mod durability;
 mod full_disk;
 mod guest_sdk;
 mod hostile;
+mod hostile_server;
 mod layering;
 mod layout;
 mod lean_guest;

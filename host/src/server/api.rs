@@ -366,6 +366,8 @@ pub(crate) struct Definition {
 }
 
 /// The workflow a run follows, as stored when it started: the graph, and a Mermaid drawing.
+/// Literal `grants.env` values and model headers read `<redacted>`, and the host's paths are
+/// relative to the workflows directory, or `<redacted>` outside it.
 #[utoipa::path(get, path = "/runs/{id}/workflow", params(("id" = String, Path, description = "The run")), responses(
     (status = 200, description = "The run's workflow", body = Definition),
     (status = 400, description = "An invalid run id", body = ErrorBody),
@@ -378,7 +380,8 @@ pub(crate) async fn definition(
     let id = run_id(id)?;
     let graph = app.rt.definition(&id)?;
     let mermaid = graph.draw(crate::engine::draw::DrawingFormat::Mermaid);
-    let graph = serde_json::to_value(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut graph = serde_json::to_value(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
+    super::redact::definition(&mut graph, app.catalog.dir_if_any());
     Ok(Json(Definition { graph, mermaid }).into_response())
 }
 

@@ -83,6 +83,11 @@ impl Catalog {
         Ok(Catalog { dir })
     }
 
+    /// The directory, canonical, when the server has one.
+    pub(crate) fn dir_if_any(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
     fn dir(&self) -> Result<&Path, ApiError> {
         self.dir.as_deref().ok_or_else(|| {
             ApiError::new(
