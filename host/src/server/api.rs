@@ -163,18 +163,10 @@ pub(crate) async fn list(
         })?),
         None => None,
     };
-    let runs = app.rt.runs(q.workflow.as_deref(), status)?;
-    let start = match after {
-        Some((at, id)) => runs
-            .iter()
-            .position(|r| r.created_at < at || (r.created_at == at && r.run_id.as_str() < id))
-            .unwrap_or(runs.len()),
-        None => 0,
-    };
-    let page = &runs[start..(start + limit).min(runs.len())];
-    let next_cursor = (start + page.len() < runs.len())
-        .then(|| page.last().map(cursor_of))
-        .flatten();
+    let (page, more) = app
+        .rt
+        .runs_page(q.workflow.as_deref(), status, after, limit)?;
+    let next_cursor = more.then(|| page.last().map(cursor_of)).flatten();
     Ok(Json(RunPage {
         runs: page.iter().map(RunItem::from).collect(),
         next_cursor,
