@@ -545,7 +545,7 @@ fn file_naming_a_missing_plugin_is_refused_with_file_line_and_fix() {
     assert_file_refused(
         yaml,
         "plugin: kitt",
-        "step `b` names plugin `kitt`, which is not declared (declared: kit)",
+        "step `b` names plugin `kitt`, which is not declared (declared: `kit`)",
         "fix the name or declare the plugin under `plugins:`",
     );
 }

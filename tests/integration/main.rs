@@ -18,6 +18,7 @@ mod full_disk;
 mod guest_sdk;
 mod hostile;
 mod hostile_models;
+mod hostile_server;
 mod interrupted;
 mod layering;
 mod layout;

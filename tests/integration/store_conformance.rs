@@ -7,7 +7,7 @@
 //! database.
 
 use weft::RunStatus;
-use weft::internal::{Definition, NewRun, PgStore, RecordKey, SledStore, Store};
+use weft::internal::{Definition, NewRun, PgStore, RecordKey, RunsPage, SledStore, Store};
 use weft::{RunSummary, StoreError};
 
 use crate::backend;
@@ -47,6 +47,7 @@ store_tests!(
     the_last_record_is_the_highest_key,
     a_snapshot_is_replaced_by_the_next,
     runs_are_listed_newest_first_with_ties_by_id_descending,
+    runs_are_paged_in_the_listing_order_from_any_cursor_and_by_workflow,
     put_summary_replaces_the_summary_a_run_is_listed_with,
     reads_of_an_unknown_run_give_nothing,
     runs_sharing_a_component_and_a_definition_each_read_them_back,
@@ -275,6 +276,71 @@ fn runs_are_listed_newest_first_with_ties_by_id_descending(store: &dyn Store) {
     // Creation descending, then id descending: one order, which the server's cursor pages
     // (`GET /runs`) rely on.
     assert_eq!(ids(&store.runs().expect("runs")), ["b", "d", "c", "a", "e"]);
+}
+
+fn runs_are_paged_in_the_listing_order_from_any_cursor_and_by_workflow(store: &dyn Store) {
+    // Ids that sort differently byte by byte than in most locales' collations.
+    for (id, at) in [
+        ("a", 1_000),
+        ("B", 3_000),
+        ("b", 3_000),
+        ("c", 2_000),
+        ("D", 2_000),
+        ("e-1", 500),
+        ("e.1", 500),
+    ] {
+        create(store, id, at);
+    }
+    let mut shared = summary("w2", 2_500);
+    shared.workflow_id = "workflow of a".into();
+    store
+        .create_run(NewRun {
+            summary: &shared,
+            definition: &Definition::new(b"definition of w2".to_vec()),
+            plugins: &[],
+            base: b"base",
+            fresh_id: false,
+        })
+        .expect("create w2");
+    let listed = store.runs().expect("runs");
+    let all = ids(&listed);
+    assert_eq!(all, ["b", "B", "w2", "c", "D", "a", "e.1", "e-1"]);
+    let page = |workflow: Option<&str>, after: Option<(i64, &str)>, limit: usize| {
+        let runs = store
+            .runs_page(&RunsPage {
+                workflow,
+                after,
+                limit,
+            })
+            .expect("page");
+        runs.into_iter().map(|r| r.run_id).collect::<Vec<String>>()
+    };
+    assert_eq!(page(None, None, 3), ["b", "B", "w2"]);
+    assert_eq!(page(None, Some((2_500, "w2")), 3), ["c", "D", "a"]);
+    assert_eq!(page(None, Some((1_000, "a")), 3), ["e.1", "e-1"]);
+    assert_eq!(page(None, Some((500, "e-1")), 3), Vec::<String>::new());
+    // From a cursor no run has: where it would sit.
+    assert_eq!(page(None, Some((2_000, "Da")), 2), ["D", "a"]);
+    assert_eq!(page(None, None, 100), all);
+    assert_eq!(page(Some("workflow of a"), None, 5), ["w2", "a"]);
+    assert_eq!(page(Some("workflow of a"), Some((2_500, "w2")), 5), ["a"]);
+    assert_eq!(
+        page(Some("workflow of nobody"), None, 5),
+        Vec::<String>::new()
+    );
+    // A page holds the summaries as they are now.
+    let mut ended = summary("c", 2_000);
+    ended.status = RunStatus::Success;
+    ended.updated_at = 9_000;
+    store.put_summary(&ended).expect("put summary");
+    let runs = store
+        .runs_page(&RunsPage {
+            workflow: Some("workflow of c"),
+            after: None,
+            limit: 1,
+        })
+        .expect("page");
+    assert_eq!(runs, vec![ended]);
 }
 
 fn put_summary_replaces_the_summary_a_run_is_listed_with(store: &dyn Store) {

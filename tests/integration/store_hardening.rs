@@ -477,6 +477,11 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
             }
             db.insert("weft-store-format", format.to_string().as_bytes())
                 .expect("marker");
+            // No format before 9 indexed runs for the listing.
+            for k in tree.scan_prefix(b"c").keys() {
+                tree.remove(k.expect("key")).expect("unindex");
+            }
+            db.remove("weft-runs-indexed").expect("unmark");
             db.flush().expect("flush");
             // All in sled now, as the older format held it: no values files.
             std::fs::remove_dir_all(dir.home().join("values")).expect("remove the values");
@@ -515,13 +520,24 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
         // A re-run reads the definition through the older format's key too.
         let out = dir.weft(&["run", "--from-step", "after", "--of", "r1", "--json"]);
         assert_eq!(out.code, 0, "format {format}: {out:?}");
+        // Indexed when it was opened: the listing's pages hold the old run and the new one.
+        let store = SledStore::open(&dir.home(), 8).expect("open the store");
+        let page = weft::internal::RunsPage {
+            workflow: None,
+            after: None,
+            limit: 10,
+        };
+        let paged = store.runs_page(&page).expect("page");
+        assert_eq!(paged.len(), 2, "format {format}: {paged:?}");
+        assert_eq!(paged, store.runs().expect("runs"), "format {format}");
+        drop(store);
         let db = sled::open(dir.home().join("db")).expect("open the database directly");
         let marker = db.get("weft-store-format").expect("read").expect("marked");
         assert_eq!(
             &marker[..],
             weft::internal::STORE_FORMAT.to_string().as_bytes()
         );
-        assert_eq!(&marker[..], b"8");
+        assert_eq!(&marker[..], b"9");
     }
 }
 

@@ -21,8 +21,12 @@ use crate::executor::{StepExecutor, StepInfo};
 use crate::native::{NativeStep, NativeSteps};
 use crate::plugin::PluginHost;
 use crate::run_id::check_run_id;
-use crate::store::{RunSummary, SledStore, Store, StoreError};
+use crate::store::{RunSummary, RunsPage, SledStore, Store, StoreError};
 use crate::workflow::{LoadedWorkflow, WorkflowError, load_workflow_with};
+
+/// The most runs [`Runtime::runs_page`] asks the store for at once while it reads on for a
+/// filter that matches few.
+const PAGE_READ_MAX: usize = 4096;
 
 /// A weft runtime over one home directory: the library's entry point.
 #[derive(Clone)]
@@ -323,6 +327,63 @@ impl Runtime {
             .filter(|r| workflow.is_none_or(|w| r.workflow_id == w))
             .filter(|r| status.is_none_or(|s| r.status == s))
             .collect())
+    }
+
+    /// One page of [`Runtime::runs`]: at most `limit` runs after `after` (the creation time and
+    /// id of the last run of the page before), and whether more follow. The store reads its
+    /// index from the cursor on, so a page costs what its runs cost, not what every stored run
+    /// does; a `status` filter, which holds a run's status as published (S100), reads on until
+    /// the page is full or the runs end.
+    pub fn runs_page(
+        &self,
+        workflow: Option<&str>,
+        status: Option<RunStatus>,
+        after: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<(Vec<RunSummary>, bool), RuntimeError> {
+        let creating: HashSet<String> = lock(&self.inner.creating).clone();
+        // One more than the page, to tell whether more follow, and those being created, which
+        // are left out.
+        let mut batch = limit.saturating_add(1).saturating_add(creating.len());
+        let mut out = Vec::with_capacity(limit.saturating_add(1));
+        let mut cursor: Option<(i64, String)> = after.map(|(at, id)| (at, id.to_owned()));
+        loop {
+            let page = RunsPage {
+                workflow,
+                after: cursor.as_ref().map(|(at, id)| (*at, id.as_str())),
+                limit: batch,
+            };
+            let runs = self.inner.store.runs_page(&page)?;
+            let ended = runs.len() < batch;
+            cursor = runs.last().map(|r| (r.created_at, r.run_id.clone()));
+            {
+                let live = lock(&self.inner.live);
+                for mut run in runs {
+                    if creating.contains(&run.run_id) {
+                        continue;
+                    }
+                    if let Some(l) = live.get(&run.run_id) {
+                        let published = l.status.borrow();
+                        if published.status != run.status {
+                            run.status = published.status;
+                            run.updated_at = published.updated_at;
+                        }
+                    }
+                    if status.is_none_or(|s| run.status == s) {
+                        out.push(run);
+                    }
+                }
+            }
+            if out.len() > limit {
+                out.truncate(limit);
+                return Ok((out, true));
+            }
+            if ended {
+                return Ok((out, false));
+            }
+            // A filter that matches few runs reads on in larger steps.
+            batch = batch.saturating_mul(2).min(PAGE_READ_MAX.max(batch));
+        }
     }
 
     /// Every stored run's summary, those of runs this process drives as their actors last

@@ -16,6 +16,18 @@ pub(crate) const MAX_PLUGIN_FILE_BYTES: u64 = 256 * MIB;
 /// The bytes of the regular file at `path`; an error when it is anything else (a device, a
 /// pipe, a socket, a directory) or longer than `max` bytes.
 pub(crate) fn read_at_most(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    read_regular(path, max, false)
+}
+
+/// [`read_at_most`] of a file weft wrote itself (a cache entry): a symbolic link there is
+/// refused too, not followed, as something weft never makes.
+pub(crate) fn read_own_at_most(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    read_regular(path, max, true)
+}
+
+/// The bytes of the regular file at `path`, at most `max`; with `no_links`, a symbolic link at
+/// `path` is an error.
+fn read_regular(path: &Path, max: u64, no_links: bool) -> std::io::Result<Vec<u8>> {
     // Opened without blocking, so a named pipe with no writer is refused instead of waited on;
     // what is opened is checked, not what the path named a moment before.
     let mut options = std::fs::OpenOptions::new();
@@ -23,10 +35,22 @@ pub(crate) fn read_at_most(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        let nonblock = rustix::fs::OFlags::NONBLOCK.bits();
-        options.custom_flags(i32::try_from(nonblock).unwrap_or_default());
+        let mut flags = rustix::fs::OFlags::NONBLOCK;
+        if no_links {
+            flags |= rustix::fs::OFlags::NOFOLLOW;
+        }
+        options.custom_flags(i32::try_from(flags.bits()).unwrap_or_default());
     }
-    let file = options.open(path)?;
+    let file = options.open(path).map_err(|e| {
+        if no_links && e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "it is a symbolic link, which weft never writes there",
+            )
+        } else {
+            e
+        }
+    })?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::new(
@@ -37,7 +61,11 @@ pub(crate) fn read_at_most(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     let too_large = || {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("it is larger than {} MiB, the most weft reads", max / MIB),
+            if max >= MIB {
+                format!("it is larger than {} MiB, the most weft reads", max / MIB)
+            } else {
+                format!("it is larger than {max} bytes, the most weft reads")
+            },
         )
     };
     if meta.len() > max {
@@ -68,5 +96,13 @@ mod tests {
             let err = read_at_most(other, MIB).expect_err("not a file");
             assert!(err.to_string().contains("not a regular file"), "{err}");
         }
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        assert_eq!(read_at_most(&link, 5).expect("followed"), b"12345");
+        let err = read_own_at_most(&link, 5).expect_err("a link");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(read_own_at_most(&path, 5).expect("read"), b"12345");
+        let err = read_own_at_most(&path, 4).expect_err("too large");
+        assert!(err.to_string().contains("larger than 4 bytes"), "{err}");
     }
 }

@@ -18,11 +18,16 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use crate::limits::files::read_own_at_most;
+
 /// Length of the cache key, in bytes.
 const KEY_LEN: usize = 32;
 
 /// What the MAC of an entry covers first: the format, so a MAC of another format never verifies.
 const MAC_DOMAIN: &[u8] = b"weft-plugin-cache-mac-v1\0";
+
+/// The longest MAC file read: a MAC is 64 hex digits; anything much longer is not one.
+const MAX_MAC_BYTES: u64 = 1024;
 
 /// The hex sha256 of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
@@ -168,12 +173,19 @@ pub(crate) struct DiskCache {
     pub(crate) dir: PathBuf,
     pub(crate) key_path: PathBuf,
     pub(crate) key: CacheKey,
+    /// The largest artifact read back; a larger one is a miss, compiled again.
+    pub(crate) max_entry_bytes: u64,
 }
 
 impl DiskCache {
     /// The cache in `dir` (created when missing) with the key at `key_path` (default
-    /// [`default_key_path`] of the canonical directory, created when missing).
-    pub(crate) fn open(dir: &Path, key_path: Option<&Path>) -> std::io::Result<Self> {
+    /// [`default_key_path`] of the canonical directory, created when missing), reading back
+    /// artifacts of at most `max_entry_bytes`.
+    pub(crate) fn open(
+        dir: &Path,
+        key_path: Option<&Path>,
+        max_entry_bytes: u64,
+    ) -> std::io::Result<Self> {
         crate::home::create_dir(dir)?;
         // Canonical, so a cache reached through a link shares the key of its real place.
         let dir = dir.canonicalize()?;
@@ -187,7 +199,12 @@ impl DiskCache {
             })?,
         };
         let key = CacheKey::load_or_create(&key_path)?;
-        Ok(Self { dir, key_path, key })
+        Ok(Self {
+            dir,
+            key_path,
+            key,
+            max_entry_bytes,
+        })
     }
 
     /// Loads the entry of `digest` for `engine` (whose fingerprint is `fingerprint`), after
@@ -199,12 +216,14 @@ impl DiskCache {
         fingerprint: &str,
     ) -> Result<Component, Miss> {
         let artifact = artifact_path(&self.dir, digest, fingerprint);
-        let tag = match std::fs::read_to_string(mac_path(&artifact)) {
-            Ok(text) => text,
+        // Regular files only, never followed through a link, and bounded: a named pipe there
+        // would hang the read, a link to `/dev/zero` would fill memory.
+        let tag = match read_own_at_most(&mac_path(&artifact), MAX_MAC_BYTES) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(Miss::Absent),
             Err(err) => return Err(Miss::Unusable(format!("cannot read its MAC: {err}"))),
         };
-        let bytes = match std::fs::read(&artifact) {
+        let bytes = match read_own_at_most(&artifact, self.max_entry_bytes) {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(Miss::Absent),
             Err(err) => return Err(Miss::Unusable(format!("cannot read artifact: {err}"))),
@@ -378,7 +397,7 @@ mod tests {
     #[test]
     fn forged_corrupt_and_missing_entries_are_misses() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let cache = DiskCache::open(&dir.path().join("cache"), None).expect("cache");
+        let cache = DiskCache::open(&dir.path().join("cache"), None, 1 << 20).expect("cache");
         assert!(
             dir.path().join("cache.key").is_file(),
             "the key is next to the cache"
@@ -408,5 +427,74 @@ mod tests {
             Err(Miss::Unusable(why)) => assert!(why.contains("MAC"), "{why}"),
             other => panic!("expected a MAC miss, got {:?}", other.map(|_| ())),
         }
+    }
+
+    /// `cache.read` of entry `d`/`f`, on a thread of its own: `None` when it has not returned
+    /// within a minute (it hangs).
+    fn read_or_hang(cache: &DiskCache) -> Option<Result<(), String>> {
+        let cache = cache.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let engine = Engine::new(&wasmtime::Config::new()).expect("engine");
+            let read = match cache.read(&engine, "d", "f") {
+                Ok(_) => Ok(()),
+                Err(Miss::Absent) => Err("absent".to_owned()),
+                Err(Miss::Unusable(why)) => Err(why),
+            };
+            let _ = tx.send(read);
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(60)).ok()
+    }
+
+    #[test]
+    fn entries_that_are_pipes_links_devices_or_too_large_are_misses_not_hangs() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cache = DiskCache::open(&dir.path().join("cache"), None, 1 << 20).expect("cache");
+        let artifact = cache.write("d", "f", b"not an artifact").expect("write");
+        let mac = mac_path(&artifact);
+        let fifo = |path: &Path| {
+            let _ = std::fs::remove_file(path);
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                path,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .expect("mkfifo");
+        };
+        // A named pipe with no writer, as the artifact and as its MAC.
+        for pipe in [&artifact, &mac] {
+            cache.write("d", "f", b"not an artifact").expect("write");
+            fifo(pipe);
+            let why = read_or_hang(&cache)
+                .expect("the read returned")
+                .expect_err("a miss");
+            assert!(why.contains("not a regular file"), "{why}");
+        }
+        // A link to an endless device, and a device itself.
+        for link in [&artifact, &mac] {
+            cache.write("d", "f", b"not an artifact").expect("write");
+            std::fs::remove_file(link).expect("remove");
+            std::os::unix::fs::symlink("/dev/zero", link).expect("symlink");
+            let why = read_or_hang(&cache)
+                .expect("the read returned")
+                .expect_err("a miss");
+            assert!(why.contains("symbolic link"), "{why}");
+        }
+        // An artifact over the bound: not read, a miss.
+        cache
+            .write("d", "f", &vec![0; (1 << 20) + 1])
+            .expect("write");
+        let why = read_or_hang(&cache)
+            .expect("the read returned")
+            .expect_err("a miss");
+        assert!(why.contains("larger than 1 MiB"), "{why}");
+        // Written again, over whatever was there, the entry reads back.
+        cache.write("d", "f", b"not an artifact").expect("write");
+        let why = read_or_hang(&cache)
+            .expect("the read returned")
+            .expect_err("wasmtime refuses these bytes");
+        assert!(why.contains("wasmtime refused it"), "{why}");
     }
 }

@@ -43,6 +43,10 @@ pub struct HostConfig {
     pub max_memory_mib: u64,
     /// Deadline of the `describe` call made when a plugin is loaded (default 10 s).
     pub describe_timeout: Duration,
+    /// The largest compiled artifact read back from the cache, in MiB (default 1024); a larger
+    /// entry, like one that is not a regular file, is ignored with a warning and the component
+    /// compiled again.
+    pub max_cache_entry_mib: u64,
 }
 
 impl Default for HostConfig {
@@ -56,6 +60,7 @@ impl Default for HostConfig {
             pool: PoolConfig::default(),
             max_memory_mib: 1024,
             describe_timeout: Duration::from_secs(10),
+            max_cache_entry_mib: 1024,
         }
     }
 }
@@ -100,6 +105,12 @@ impl HostConfig {
     /// Sets [`HostConfig::max_memory_mib`].
     pub fn with_max_memory_mib(mut self, mib: u64) -> Self {
         self.max_memory_mib = mib;
+        self
+    }
+
+    /// Sets [`HostConfig::max_cache_entry_mib`].
+    pub fn with_max_cache_entry_mib(mut self, mib: u64) -> Self {
+        self.max_cache_entry_mib = mib;
         self
     }
 

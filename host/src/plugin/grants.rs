@@ -1,6 +1,7 @@
 //! What a guest may reach, from its `grants:` alone: WASI with the granted directories and
 //! environment (no inherited env, args, stdin or sockets), and the HTTP hosts it may call; and
-//! the host's own directories (the home, the plugin cache and its key) that no grant may expose.
+//! the host's own directories (the home, the plugin cache and its key) and the kernel's
+//! pseudo-filesystems (`/proc`, `/sys`, `/dev`) that no grant may expose.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -105,11 +106,20 @@ fn canonical(path: &Path) -> PathBuf {
     path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// Why a granted directory exposes a protected path, when it does: it is the path, lies inside
-/// it, or contains it.
+/// The kernel's pseudo-filesystems, which no grant may reach: `/proc` holds every process's
+/// environment and memory (the host's own under `/proc/self`), `/sys` the kernel's settings,
+/// `/dev` the devices (an endless `/dev/zero`, the disks).
+const SYSTEM: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Why a granted directory exposes a protected path or one of the kernel's pseudo-filesystems,
+/// when it does: it is the path, lies inside it, or contains it. The granted path is
+/// canonicalized first, so a link to `/proc/self` is seen for what it is.
 pub(crate) fn exposure(grants: &Grants, protected: &[Protected]) -> Option<String> {
     for dir in &grants.dirs {
         let granted = canonical(&dir.host);
+        if let Some(why) = system_exposure(&dir.host, &granted) {
+            return Some(why);
+        }
         for p in protected {
             let relation = if granted == p.path {
                 "is"
@@ -134,7 +144,68 @@ pub(crate) fn exposure(grants: &Grants, protected: &[Protected]) -> Option<Strin
     None
 }
 
+/// Why the granted directory `host` (canonical: `granted`) exposes one of [`SYSTEM`], when it
+/// does.
+fn system_exposure(host: &Path, granted: &Path) -> Option<String> {
+    SYSTEM.iter().map(Path::new).find_map(|system| {
+        let relation = if granted == system {
+            "is"
+        } else if granted.starts_with(system) {
+            "lies inside"
+        } else if system.starts_with(granted) {
+            "contains"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "grants.dirs host `{}` {relation} {}, one of the kernel's pseudo-filesystems \
+             (/proc, /sys, /dev: the host's processes, environment, settings and devices), which \
+             no grant may reach; grant a directory of ordinary files instead",
+            host.display(),
+            system.display(),
+        ))
+    })
+}
+
 /// A grant that cannot be honoured.
 fn sandbox_error(message: String) -> StepFailure {
     StepFailure::new("sandbox-error", message).not_retryable()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::sandbox::{DirGrant, DirMode};
+
+    fn granting(host: &Path) -> Grants {
+        Grants {
+            dirs: vec![DirGrant {
+                host: host.to_path_buf(),
+                guest: "/data".into(),
+                mode: DirMode::Ro,
+            }],
+            ..Grants::default()
+        }
+    }
+
+    #[test]
+    fn grants_of_the_kernels_pseudo_filesystems_are_exposures() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let link = dir.path().join("self");
+        std::os::unix::fs::symlink("/proc/self", &link).expect("symlink");
+        for (host, says) in [
+            (Path::new("/proc/self"), "lies inside /proc"),
+            (Path::new("/proc"), "is /proc"),
+            (Path::new("/sys/kernel"), "lies inside /sys"),
+            (Path::new("/dev"), "is /dev"),
+            (Path::new("/dev/shm"), "lies inside /dev"),
+            (Path::new("/"), "contains /proc"),
+            (link.as_path(), "lies inside /proc"),
+        ] {
+            let why = exposure(&granting(host), &[]).expect("refused");
+            assert!(why.contains(says), "{}: {why}", host.display());
+            assert!(why.contains(&format!("`{}`", host.display())), "{why}");
+        }
+        assert_eq!(exposure(&granting(dir.path()), &[]), None);
+    }
 }

@@ -32,14 +32,18 @@ impl HostShared {
         let engines = Arc::new(Engines::new(&config)?);
         let ticker = Ticker::start(engines.clone(), config.epoch_tick)?;
         let cache = config.cache_dir.as_deref().and_then(|dir| {
-            DiskCache::open(dir, config.cache_key.as_deref())
-                .inspect_err(|err| {
-                    tracing::warn!(
-                        cache = %dir.display(),
-                        "plugin cache disabled: {err}; plugins are compiled at every start"
-                    );
-                })
-                .ok()
+            DiskCache::open(
+                dir,
+                config.cache_key.as_deref(),
+                config.max_cache_entry_mib.saturating_mul(1 << 20),
+            )
+            .inspect_err(|err| {
+                tracing::warn!(
+                    cache = %dir.display(),
+                    "plugin cache disabled: {err}; plugins are compiled at every start"
+                );
+            })
+            .ok()
         });
         let mut protected = Vec::new();
         if let Some(home) = &config.home {

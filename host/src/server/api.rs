@@ -163,18 +163,10 @@ pub(crate) async fn list(
         })?),
         None => None,
     };
-    let runs = app.rt.runs(q.workflow.as_deref(), status)?;
-    let start = match after {
-        Some((at, id)) => runs
-            .iter()
-            .position(|r| r.created_at < at || (r.created_at == at && r.run_id.as_str() < id))
-            .unwrap_or(runs.len()),
-        None => 0,
-    };
-    let page = &runs[start..(start + limit).min(runs.len())];
-    let next_cursor = (start + page.len() < runs.len())
-        .then(|| page.last().map(cursor_of))
-        .flatten();
+    let (page, more) = app
+        .rt
+        .runs_page(q.workflow.as_deref(), status, after, limit)?;
+    let next_cursor = more.then(|| page.last().map(cursor_of)).flatten();
     Ok(Json(RunPage {
         runs: page.iter().map(RunItem::from).collect(),
         next_cursor,
@@ -259,7 +251,7 @@ async fn load(
         handle
             .block_on(rt.load_workflow(&path))
             .map(Some)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-workflow", e.to_string()))
+            .map_err(|e| catalog.refusal(&e))
     })
     .await
     .map_err(|e| ApiError::internal(e.to_string()))?
@@ -366,6 +358,8 @@ pub(crate) struct Definition {
 }
 
 /// The workflow a run follows, as stored when it started: the graph, and a Mermaid drawing.
+/// Literal `grants.env` values and model headers read `<redacted>`, and the host's paths are
+/// relative to the workflows directory, or `<redacted>` outside it.
 #[utoipa::path(get, path = "/runs/{id}/workflow", params(("id" = String, Path, description = "The run")), responses(
     (status = 200, description = "The run's workflow", body = Definition),
     (status = 400, description = "An invalid run id", body = ErrorBody),
@@ -378,7 +372,8 @@ pub(crate) async fn definition(
     let id = run_id(id)?;
     let graph = app.rt.definition(&id)?;
     let mermaid = graph.draw(crate::engine::draw::DrawingFormat::Mermaid);
-    let graph = serde_json::to_value(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut graph = serde_json::to_value(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
+    super::redact::definition(&mut graph, app.catalog.dir_if_any());
     Ok(Json(Definition { graph, mermaid }).into_response())
 }
 

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use crate::limits::files::{MAX_WORKFLOW_FILE_BYTES, read_at_most};
+use crate::workflow::WorkflowError;
 
 /// The most files a scan for workflow ids reads.
 const MAX_SCANNED: usize = 1000;
@@ -80,6 +81,11 @@ impl Catalog {
             None => None,
         };
         Ok(Catalog { dir })
+    }
+
+    /// The directory, canonical, when the server has one.
+    pub(crate) fn dir_if_any(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
     fn dir(&self) -> Result<&Path, ApiError> {
@@ -207,6 +213,80 @@ impl Catalog {
         found.sort_by(|a, b| a.file.cmp(&b.file));
         Ok(found)
     }
+}
+
+impl Catalog {
+    /// The refusal of a workflow file of the directory that does not load: the file (relative
+    /// to the directory), the line and column, and what is wrong with every quote of the file
+    /// left out (`…`), so that a file holding secrets is never echoed over HTTP.
+    pub(crate) fn refusal(&self, e: &WorkflowError) -> ApiError {
+        let file = self.shown(&e.file);
+        let at = match (e.line, e.column) {
+            (Some(line), Some(column)) => format!(" at line {line}, column {column}"),
+            (Some(line), None) => format!(" at line {line}"),
+            _ => String::new(),
+        };
+        let mut message = format!(
+            "`{file}`{at} is not a workflow weft can start: {}",
+            unquoted(&e.message)
+        );
+        if !e.fix.is_empty() {
+            message.push_str("; fix: ");
+            message.push_str(&unquoted(&e.fix));
+        }
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid-workflow", message)
+    }
+
+    /// `path` as a refusal names it: relative to the directory when it is inside, else by its
+    /// file name alone.
+    fn shown(&self, path: &Path) -> String {
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let inside = self.dir.as_deref().and_then(|dir| {
+            canonical
+                .strip_prefix(dir)
+                .ok()
+                .or_else(|| path.strip_prefix(dir).ok())
+        });
+        match inside {
+            Some(rel) => rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/"),
+            None => path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// `text` with whatever it quotes, between backquotes or double quotes (a key, an id, a value of
+/// the file), replaced by `…`.
+fn unquoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => {
+                out.push('…');
+                out.push(c);
+                quote = None;
+            }
+            Some(_) => {}
+            None => {
+                out.push(c);
+                if c == '`' || c == '"' {
+                    quote = Some(c);
+                }
+            }
+        }
+    }
+    if quote.is_some() {
+        // A quote that never closes: what follows it is left out too.
+        out.push('…');
+    }
+    out
 }
 
 /// The `id`, description and input schema of the workflow file at `path`, when it is one; read
@@ -358,6 +438,34 @@ mod tests {
             catalog.by_id("secret").expect_err("outside").status(),
             StatusCode::NOT_FOUND
         );
+    }
+
+    #[test]
+    fn refusals_leave_out_every_quote_of_the_file() {
+        assert_eq!(
+            unquoted("unknown field `SECRET`, expected \"x y\" or `id`"),
+            "unknown field `…`, expected \"…\" or `…`"
+        );
+        assert_eq!(unquoted("cut `SECRET and more"), "cut `…");
+        assert_eq!(unquoted("nothing quoted"), "nothing quoted");
+        let (dir, catalog) = catalog();
+        let root = dir.path().canonicalize().expect("canonical");
+        let e = WorkflowError {
+            file: root.join("nested/b.yml"),
+            line: Some(3),
+            column: Some(7),
+            message: "step `SECRET` is wrong".into(),
+            fix: "rename `SECRET`".into(),
+        };
+        let refusal = catalog.refusal(&e);
+        assert_eq!(refusal.status(), StatusCode::BAD_REQUEST);
+        let text = format!("{refusal:?}");
+        assert!(
+            text.contains("`nested/b.yml` at line 3, column 7"),
+            "{text}"
+        );
+        assert!(!text.contains("SECRET"), "{text}");
+        assert!(!text.contains(&root.display().to_string()), "{text}");
     }
 
     #[test]

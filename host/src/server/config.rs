@@ -25,6 +25,10 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// How long a client may take to send a request's headers before its connection is closed.
     pub header_timeout: Duration,
+    /// How long a client may take to send a request's body, from the end of its headers: one
+    /// slower is answered 408 (`body-timeout`) and its connection closed, so clients that
+    /// trickle bodies cannot hold every connection slot.
+    pub body_timeout: Duration,
     /// The largest request body accepted, in bytes.
     pub max_body_bytes: usize,
     /// Event streams that follow a run (`follow=true`) open at once; one more is refused (503).
@@ -43,6 +47,7 @@ impl Default for ServeConfig {
             cors_origins: Vec::new(),
             max_connections: 512,
             header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
             max_body_bytes: 1 << 20,
             max_followers: 256,
             heartbeat: Duration::from_secs(15),
@@ -84,6 +89,12 @@ impl ServeConfig {
     /// Sets [`ServeConfig::header_timeout`].
     pub fn with_header_timeout(mut self, timeout: Duration) -> Self {
         self.header_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ServeConfig::body_timeout`].
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
         self
     }
 

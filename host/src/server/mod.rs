@@ -3,7 +3,8 @@
 //! The routes, the error shape and the guards are described in `docs/SERVER.md`; this module
 //! wires them: `api` holds the handlers, `catalog` the workflows directory, `guard` the
 //! host, origin and token checks, `listen` the connection limits, `openapi` the OpenAPI
-//! document, `schemas` how that document describes the engine's types, `ui` the web console
+//! document, `redact` what a run's stored workflow shows of its secrets and paths, `schemas`
+//! how that document describes the engine's types, `ui` the web console
 //! (a single page and its embedded script and style).
 //! [`ServeConfig`] holds what the server allows and its limits.
 
@@ -15,6 +16,7 @@ mod guard;
 mod listen;
 mod metrics;
 mod openapi;
+mod redact;
 mod schemas;
 mod ui;
 
@@ -82,6 +84,13 @@ pub fn router(rt: Runtime, bound: SocketAddr, config: &ServeConfig) -> std::io::
         .method_not_allowed_fallback(error::no_method)
         .with_state(app)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            listen::BodyLimits {
+                timeout: config.body_timeout,
+                max_bytes: config.max_body_bytes,
+            },
+            listen::read_body,
+        ))
         .layer(axum::middleware::from_fn_with_state(guard, guard::check));
     if !config.cors_origins.is_empty() {
         let origins: Vec<HeaderValue> = config

@@ -94,6 +94,19 @@ pub struct RunSummary {
     pub updated_at: i64,
 }
 
+/// Which runs a page of the listing holds: newest first (creation time, then id, both
+/// descending), those after `after` when given (where the page before ended: its last run's
+/// creation time and id), of workflow `workflow` when given, at most `limit` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct RunsPage<'a> {
+    /// Only runs of this top-level workflow id.
+    pub workflow: Option<&'a str>,
+    /// Only runs after this one in the order: its creation time (ms) and id.
+    pub after: Option<(i64, &'a str)>,
+    /// The most runs the page holds.
+    pub limit: usize,
+}
+
 /// Where a record sits in a run's list: the `seq` of its last tracking event (of the event
 /// before it, when it holds none), then a counter that grows with every record of the run. The
 /// seq is at least 1: a run's first record holds its `run-started` event.
@@ -208,6 +221,9 @@ pub trait Store: Send + Sync + 'static {
     fn summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError>;
     /// Every run's summary, newest first.
     fn runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+    /// One page of the listing ([`RunsPage`]): it costs in proportion to the page, not to the
+    /// runs stored (an index in creation order, read from the cursor on).
+    fn runs_page(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError>;
     /// Takes `run_id` for this process: on a store shared by many processes, only the process
     /// holding a run writes it, and a claim fences out a holder presumed gone. A store only one
     /// process opens (sled) answers [`Claim::Ours`] always.

@@ -47,6 +47,10 @@ pub struct ServeArgs {
     /// Seconds a client may take to send a request's headers.
     #[arg(long, default_value_t = 10)]
     pub header_timeout_s: u64,
+    /// Seconds a client may take to send a request's body, once its headers are in; a slower
+    /// one is answered 408 and disconnected.
+    #[arg(long, default_value_t = 30)]
+    pub body_timeout_s: u64,
 }
 
 /// Carries out `weft serve`: serves until the server fails or Ctrl-C or SIGTERM stops it.
@@ -61,6 +65,7 @@ pub(crate) async fn exec(rt: &Runtime, args: ServeArgs, out: &mut dyn Output) ->
         max_followers,
         max_body_bytes,
         header_timeout_s,
+        body_timeout_s,
     } = args;
     let (listener, bound) = match listen(&addr).await {
         Ok(l) => l,
@@ -97,7 +102,8 @@ pub(crate) async fn exec(rt: &Runtime, args: ServeArgs, out: &mut dyn Output) ->
         .with_max_connections(max_connections)
         .with_max_followers(max_followers)
         .with_max_body_bytes(max_body_bytes)
-        .with_header_timeout(std::time::Duration::from_secs(header_timeout_s.max(1)));
+        .with_header_timeout(std::time::Duration::from_secs(header_timeout_s.max(1)))
+        .with_body_timeout(std::time::Duration::from_secs(body_timeout_s.max(1)));
     config.workflows = workflows;
     config.token = token;
     config.allowed_hosts = allow_hosts;

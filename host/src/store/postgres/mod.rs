@@ -47,7 +47,7 @@ use deadpool_postgres::Pool;
 use tokio::sync::broadcast;
 
 use super::{
-    Claim, NewRun, Notice, RecordKey, Request, RunSummary, SharedStore, Store, StoreError,
+    Claim, NewRun, Notice, RecordKey, Request, RunSummary, RunsPage, SharedStore, Store, StoreError,
 };
 use crate::engine::RunStatus;
 
@@ -236,6 +236,10 @@ impl Store for PgStore {
 
     fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
         self.summaries(None)
+    }
+
+    fn runs_page(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError> {
+        self.page_of_runs(page)
     }
 
     fn claim(&self, run_id: &str) -> Result<Claim, StoreError> {

@@ -1,6 +1,7 @@
-//! Reads: a run's records, one column of a row, and the summaries that listing shows.
+//! Reads: a run's records, one column of a row, and the summaries that listing shows, all of
+//! them or a page at a time.
 
-use super::{PgStore, RecordKey, RunSummary, StoreError, key_of, seq_of, status_of};
+use super::{PgStore, RecordKey, RunSummary, RunsPage, StoreError, key_of, seq_of, status_of};
 
 impl PgStore {
     /// The run's records from `from` on, in order (`Store::records`).
@@ -62,6 +63,38 @@ impl PgStore {
         })
     }
 
+    /// A page of the listing (`Store::runs_page`): a keyset query that reads the index in the
+    /// listing's order (`runs_page`, or `runs_page_by_workflow`) from the cursor on, as far as
+    /// the page goes.
+    pub(super) fn page_of_runs(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError> {
+        // One statement per shape, so each is planned for its index, not for any parameter.
+        let mut sql = String::from(
+            "SELECT run_id, workflow_id, status, created_at, updated_at FROM {s}.runs WHERE true",
+        );
+        let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&limit];
+        if let Some(workflow) = &page.workflow {
+            params.push(workflow);
+            sql.push_str(&format!(" AND workflow_id = ${}", params.len()));
+        }
+        if let Some((at, id)) = &page.after {
+            params.push(at);
+            params.push(id);
+            sql.push_str(&format!(
+                " AND (created_at, run_id COLLATE \"C\") < (${}::bigint, ${}::text)",
+                params.len() - 1,
+                params.len()
+            ));
+        }
+        sql.push_str(" ORDER BY created_at DESC, run_id COLLATE \"C\" DESC LIMIT $1");
+        let sql = self.sql.q(&sql);
+        let rows = self.call("read a page of runs", |c| {
+            let (sql, params) = (&sql, &params);
+            async move { Ok(c.query(sql, params).await?) }
+        })?;
+        rows.iter().map(summary_of).collect()
+    }
+
     /// The summaries of one run or of all, newest first.
     pub(super) fn summaries(&self, run_id: Option<&str>) -> Result<Vec<RunSummary>, StoreError> {
         let rows = self.call("read run summaries", |c| {
@@ -78,18 +111,19 @@ impl PgStore {
                 .await?)
             }
         })?;
-        rows.iter()
-            .map(|r| {
-                let run_id: String = r.get(0);
-                let status = status_of(&run_id, r.get(2))?;
-                Ok(RunSummary {
-                    workflow_id: r.get(1),
-                    status,
-                    created_at: r.get(3),
-                    updated_at: r.get(4),
-                    run_id,
-                })
-            })
-            .collect()
+        rows.iter().map(summary_of).collect()
     }
+}
+
+/// The summary in a row of `run_id, workflow_id, status, created_at, updated_at`.
+fn summary_of(r: &tokio_postgres::Row) -> Result<RunSummary, StoreError> {
+    let run_id: String = r.get(0);
+    let status = status_of(&run_id, r.get(2))?;
+    Ok(RunSummary {
+        workflow_id: r.get(1),
+        status,
+        created_at: r.get(3),
+        updated_at: r.get(4),
+        run_id,
+    })
 }

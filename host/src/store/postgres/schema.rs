@@ -24,8 +24,9 @@ use crate::store::StoreError;
 /// before, still read), which a weft that knows only version 1 could not read; 3 since a
 /// record's tracking events are arrays of their members and a plain step end a short array
 /// (`driver::record`), which a weft that knows only version 2 would misread as a record with
-/// neither.
-pub(super) const VERSION: i32 = 3;
+/// neither; 4 since the listing reads a page at a time through indexes in its own order
+/// (`runs_page`, `runs_page_by_workflow`), run ids compared byte by byte as sled does.
+pub(super) const VERSION: i32 = 4;
 
 /// The statements of each migration, in order: migration `i` takes the schema from version `i`
 /// to `i + 1`. `{s}` stands for the quoted schema name.
@@ -86,6 +87,11 @@ COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSO
 "#,
     r#"
 COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSON before; tracking events and plain step ends as arrays since version 3';
+"#,
+    r#"
+CREATE INDEX runs_page ON {s}.runs (created_at DESC, run_id COLLATE "C" DESC);
+CREATE INDEX runs_page_by_workflow ON {s}.runs (workflow_id, created_at DESC, run_id COLLATE "C" DESC);
+DROP INDEX {s}.runs_by_created;
 "#,
 ];
 

@@ -23,6 +23,33 @@ pub(super) const DEFINITION: u8 = b'd';
 pub(super) const SUMMARY: u8 = b'r';
 /// A run's records.
 pub(super) const RECORD: u8 = b't';
+/// The listing's index of every run in creation order: `c | created_at | id`, its value the
+/// run's workflow id, so a page of one workflow's runs reads no summary it leaves out.
+pub(super) const CREATED: u8 = b'c';
+
+/// Run `id`'s key in the listing index: [`CREATED`], the creation time as 8 bytes that sort as
+/// the signed number does, then the id (last, so it needs no length: the kind and the time are
+/// of fixed length), so the index sorts by time, then id, as the listing does (reversed).
+pub(super) fn listing_key(created_at: i64, id: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + 8 + id.len());
+    k.push(CREATED);
+    k.extend_from_slice(&sortable(created_at));
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+/// The creation time and id of `k`, a key of the listing index.
+pub(super) fn split_listing_key(k: &[u8]) -> Option<(i64, &str)> {
+    let rest = k.strip_prefix(&[CREATED])?;
+    let at: [u8; 8] = rest.get(..8)?.try_into().ok()?;
+    let at = (u64::from_be_bytes(at) ^ (1 << 63)) as i64;
+    Some((at, std::str::from_utf8(rest.get(8..)?).ok()?))
+}
+
+/// `n` as 8 bytes whose order is the order of the signed numbers.
+fn sortable(n: i64) -> [u8; 8] {
+    ((n as u64) ^ (1 << 63)).to_be_bytes()
+}
 
 /// The key of a run's single entry of `kind`; also the prefix of its records.
 pub(super) fn key(kind: u8, id: &str) -> Vec<u8> {
@@ -126,6 +153,28 @@ mod tests {
         let mut long = v.clone();
         long[3] = 200;
         assert_eq!(split_first(&long), None);
+    }
+
+    #[test]
+    fn listing_keys_sort_by_time_then_id_and_split_back() {
+        let ordered = [
+            (-5, "z"),
+            (0, "a"),
+            (1, "a"),
+            (1, "ab"),
+            (1, "b"),
+            (256, "a"),
+        ];
+        let keys: Vec<_> = ordered
+            .iter()
+            .map(|(at, id)| listing_key(*at, id))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
+        for ((at, id), k) in ordered.iter().zip(&keys) {
+            assert_eq!(split_listing_key(k), Some((*at, *id)));
+        }
+        assert_eq!(split_listing_key(&key(SUMMARY, "a")), None);
+        assert_eq!(split_listing_key(&[CREATED, 0, 1]), None);
     }
 
     #[test]

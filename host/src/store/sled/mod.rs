@@ -13,7 +13,8 @@
 //! [`SledStore`] and the [`Store`] methods are here; the rest by concern: `open` (opening and
 //! closing, the database's lock and format marker, replaying the log), `write` (what a write
 //! puts in the log and the pending table, the disk's room), `checkpoint` (moving pending
-//! writes into sled), `read` (reads and listing) and `error` (sled's errors as the store's);
+//! writes into sled), `read` (reads), `listing` (the runs' indexes, read a page at a time)
+//! and `error` (sled's errors as the store's);
 //! beneath them the log (`wal`), the pending table (`pending`), chunks of records (`chunk`),
 //! the values files (`values`), the keys of sled's tree (`keys`), the blob files (`blobs`)
 //! and `quiet_panic`.
@@ -23,6 +24,7 @@ mod checkpoint;
 mod chunk;
 mod error;
 mod keys;
+mod listing;
 mod open;
 mod pending;
 mod quiet_panic;
@@ -38,7 +40,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use sled::{Db, Tree};
 
 use crate::store::json::from_stored;
-use crate::store::{NewRun, RecordKey, RunSummary, Store, StoreError};
+use crate::store::{NewRun, RecordKey, RunSummary, RunsPage, Store, StoreError};
 use blobs::Blobs;
 use keys::{BASE, DEFINITION, FIRST_AT, SNAPSHOT, SUMMARY, key, record_key};
 use open::DbFile;
@@ -127,9 +129,11 @@ impl Store for SledStore {
         let definition = run.definition.digest();
         s.blobs.put(definition, run.definition.bytes())?;
         let summary = Shared::summary_bytes(run.summary)?;
-        // The summary is what makes the run exist: logged with the rest, after it.
+        // The summary is what makes the run exist: logged with the rest, after it, and with
+        // the entry that lists it.
         s.put(vec![
             (record_key(id, FIRST_AT), &keys::first(definition, run.base)),
+            listing::index_entry(run.summary),
             (key(SUMMARY, id), &summary),
         ])
     }
@@ -254,6 +258,10 @@ impl Store for SledStore {
 
     fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
         self.shared.runs()
+    }
+
+    fn runs_page(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError> {
+        self.shared.runs_page(page)
     }
 }
 

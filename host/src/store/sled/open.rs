@@ -137,13 +137,15 @@ const FORMAT_KEY: &[u8] = b"weft-store-format";
 /// their refs in sled (`values`); format 7 writes records as MessagePack rather than
 /// JSON (`driver::record`); format 8 writes a record's tracking events as arrays of their
 /// members, without the run's id and with their instant once, and a plain step end as a short
-/// array (`driver::record`). Runs written before are read where their format put them, and
-/// their records as they were written: a format 2 to 7 database reads as format 8 and is
-/// marked 8 when opened, so a weft that reads only an older format refuses it from then on.
-pub const STORE_FORMAT: u32 = 8;
+/// array (`driver::record`); format 9 indexes every run for the listing (`listing`), which a
+/// weft that does not would leave out of it. Runs written before are read where their format
+/// put them, and their records as they were written: a format 2 to 8 database reads as format
+/// 9, is indexed and marked 9 when opened, so a weft that reads only an older format refuses it
+/// from then on.
+pub const STORE_FORMAT: u32 = 9;
 
 /// The formats this build reads and upgrades to [`STORE_FORMAT`] when it opens a database.
-const UPGRADED_FORMATS: [u32; 6] = [2, 3, 4, 5, 6, 7];
+const UPGRADED_FORMATS: [u32; 7] = [2, 3, 4, 5, 6, 7, 8];
 
 /// The name of the tree that holds runs.
 const TREE: &str = "weft";
@@ -264,6 +266,7 @@ impl SledStore {
                     retired,
                 } => (current, Some((table, bytes, retired))),
             };
+            super::listing::index_runs(dir, &db, &data)?;
             Ok((values, segment, held))
         })();
         let (values, segment, held) = match replayed {

@@ -181,6 +181,30 @@ impl Pending {
         out.into_iter().collect()
     }
 
+    /// The last `limit` pending entries whose keys lie in `from..before` (`before` `None`: from
+    /// `from` on), latest values, last first.
+    pub(super) fn range_back(
+        &self,
+        from: &[u8],
+        before: Option<&[u8]>,
+        limit: usize,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        use std::ops::Bound;
+        let s = self.state();
+        let upper = before.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut out = Table::new();
+        for table in s.frozen.as_deref().into_iter().chain([&s.active]) {
+            for (k, v) in table
+                .range::<[u8], _>((Bound::Included(from), upper))
+                .rev()
+                .take(limit)
+            {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        out.into_iter().rev().take(limit).collect()
+    }
+
     /// The last pending key that starts with `prefix`.
     pub(super) fn last_key(&self, prefix: &[u8]) -> Option<Vec<u8>> {
         let s = self.state();

@@ -10,7 +10,7 @@ use super::plugins::plugin_tool;
 use super::read::Resolved;
 use super::retry::{check_retry, merge_retry, retry_under_model};
 use super::step::filled_config;
-use super::{Builder, FileCx, line};
+use super::{Builder, FileCx, line, quoted};
 use crate::engine::model::{
     AgentDef, AgentTool, EntryId, EntryKind, Graph, StepDef, StepKind, StepSchemas,
     WORKFLOW_TOOL_PLUGIN,
@@ -94,7 +94,7 @@ impl Builder<'_> {
                         if names.is_empty() {
                             "none".into()
                         } else {
-                            names.join(", ")
+                            quoted(&names)
                         }
                     ),
                     "name a tool of `tools:` as the model calls it",

@@ -140,6 +140,17 @@ fn line(loc: &Location) -> Option<u64> {
     Some(loc.line())
 }
 
+/// `names` of the file's own (declared plugins, models, tools) as a message lists them: each
+/// quoted, as every quote of the file is, so that whoever shows the message without the file's
+/// words (`weft serve`) can leave them all out.
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Builds the graph of a workflow from its files, read and parsed before.
 struct Builder<'a> {
     files: &'a HashMap<PathBuf, ParsedFile>,

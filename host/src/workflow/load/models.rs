@@ -6,7 +6,7 @@ use serde_json::json;
 use serde_saphyr::Spanned;
 
 use super::retry::check_retry;
-use super::{Builder, FileCx, line};
+use super::{Builder, FileCx, line, quoted};
 use crate::engine::model::{ModelApi, ModelDef};
 use crate::executor::StepInfo;
 use crate::workflow::WorkflowError;
@@ -30,7 +30,7 @@ impl Builder<'_> {
                     if names.is_empty() {
                         "none".into()
                     } else {
-                        names.join(", ")
+                        quoted(&names)
                     }
                 ),
                 "declare it under `models:` (WORKFLOW-FORMAT.md §1)",

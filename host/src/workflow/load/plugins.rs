@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use serde_saphyr::Spanned;
 
 use super::read::{ParsedFile, absolute};
-use super::{Builder, FileCx, LoadedPlugin, line};
+use super::{Builder, FileCx, LoadedPlugin, line, quoted};
 use crate::engine::model::PluginRef;
 use crate::plugin::{Plugin, PluginError, PluginHost, Sandbox, ToolInfo};
 use crate::workflow::raw::RawPlugin;
@@ -76,7 +76,7 @@ impl Builder<'_> {
                     if declared.is_empty() {
                         "none".into()
                     } else {
-                        declared.join(", ")
+                        quoted(&declared)
                     }
                 ),
                 "fix the name or declare the plugin under `plugins:`",
