@@ -87,7 +87,6 @@
 //! transition is made durable).
 #![warn(unreachable_pub, unnameable_types)]
 
-mod alloc_meter;
 mod builder;
 #[cfg(feature = "cli")]
 #[doc(hidden)]
@@ -110,7 +109,7 @@ pub mod server;
 mod store;
 mod workflow;
 
-pub use alloc_meter::MeteredAlloc;
+pub use limits::memory::MeteredAlloc;
 
 /// The library's own tests run with the allocator the `weft` binary installs, so that
 /// expressions are held to their memory budget there too.

@@ -6,6 +6,7 @@
 //! recursion limit of 128. The files a workflow names have limits too ([`files`]).
 
 pub(crate) mod files;
+pub(crate) mod memory;
 
 use serde::Serialize;
 use serde_json::Value;

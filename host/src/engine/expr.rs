@@ -8,6 +8,9 @@
 //! - every evaluation has a step budget ([`step_budget`], [`set_step_budget`]): each term jaq
 //!   runs and each value `range` yields is a step; a run out of steps fails with a message naming
 //!   the budget (`budget`);
+//! - every evaluation has a memory budget ([`memory_budget`]), measured by the allocator the
+//!   `weft` binary installs and looked at every step (`budget`), and `tojson`/`tostring`
+//!   measure what they would write first (`sized`);
 //! - recursion is bounded by a stack guard, and values by the step budget; an evaluation that
 //!   outgrows a small first allowance on the caller's thread is run again, from scratch, on a
 //!   thread whose stack is sized for the whole budget ([`Expr::eval`]);
@@ -93,8 +96,8 @@ pub(crate) const DEFAULT_MEMORY_BUDGET: u64 = 256 << 20;
 static MEMORY_BUDGET: AtomicU64 = AtomicU64::new(DEFAULT_MEMORY_BUDGET);
 
 /// The most memory one evaluation may hold, in bytes (default [`DEFAULT_MEMORY_BUDGET`]):
-/// measured where a [`crate::MeteredAlloc`] is the global allocator (the `weft` binary), and
-/// everywhere the most one step may build at once (`"x" * n`, below).
+/// measured where a [`crate::limits::memory::MeteredAlloc`] is the global allocator (the
+/// `weft` binary); what `tojson` and `tostring` would write is held to it everywhere.
 pub(crate) fn memory_budget() -> u64 {
     MEMORY_BUDGET.load(Ordering::Relaxed)
 }

@@ -66,7 +66,8 @@ pub(super) struct Meter {
 
 impl Meter {
     /// Counts one step; unwinds with [`Stop`] past the step budget, the stack allowance or
-    /// the memory budget (measured where a [`crate::MeteredAlloc`] is installed).
+    /// the memory budget (measured where a [`crate::limits::memory::MeteredAlloc`] is
+    /// installed).
     pub(super) fn tick(&self) {
         let steps = self.steps.get() + 1;
         self.steps.set(steps);
@@ -76,7 +77,7 @@ impl Meter {
         if stack_position().abs_diff(self.stack_base) > self.stack_limit {
             resume_unwind(Box::new(Stop::Stack));
         }
-        if crate::alloc_meter::held() > i64::try_from(self.bytes).unwrap_or(i64::MAX) {
+        if crate::limits::memory::held() > i64::try_from(self.bytes).unwrap_or(i64::MAX) {
             resume_unwind(Box::new(Stop::Memory));
         }
     }
@@ -84,7 +85,7 @@ impl Meter {
     /// Unwinds with [`Stop::Memory`] unless the evaluation may hold `bytes` more: for natives
     /// that would build that much in one step.
     pub(super) fn reserve(&self, bytes: u64) {
-        let held = u64::try_from(crate::alloc_meter::held()).unwrap_or(0);
+        let held = u64::try_from(crate::limits::memory::held()).unwrap_or(0);
         if held.saturating_add(bytes) > self.bytes {
             resume_unwind(Box::new(Stop::Memory));
         }
@@ -164,7 +165,7 @@ pub(super) fn evaluate(
     };
     // Everything the evaluation allocates is freed before `metered` returns: its values live
     // only inside `run`, and what it yields is converted to JSON within it.
-    let done = crate::alloc_meter::metered(|| catch_unwind(AssertUnwindSafe(run)));
+    let done = crate::limits::memory::metered(|| catch_unwind(AssertUnwindSafe(run)));
     done.map_err(|payload| match payload.downcast::<Stop>() {
         Ok(stop) => *stop,
         Err(other) => Stop::Panicked(panic_text(&*other)),
