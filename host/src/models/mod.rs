@@ -27,6 +27,7 @@ mod secrets;
 mod sse;
 
 pub use config::ModelConfig;
+#[cfg(feature = "cli")]
 pub(crate) use config::{
     DEFAULT_MODEL_MAX_EVENTS, DEFAULT_MODEL_MAX_LINE_KIB, DEFAULT_MODEL_TIMEOUT_MS,
 };
