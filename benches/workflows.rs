@@ -17,6 +17,9 @@
 //! file, made durable by a group fdatasync, and every tenth, as a `seq10` run's end, waits for
 //! the sync that covers it), and `floor_store` the same through weft's store (its log, pending
 //! table and checkpoints); both with 64 tasks in flight unless `WEFT_BENCH_INFLIGHT` says.
+//! `foreach100k` runs only when named too: one run at a time of a foreach of 100,000 steps,
+//! whose steps per second, set beside `foreach1000`'s at one run in flight, show that a run's
+//! cost grows linearly with its length.
 //! Two scenarios of big guests also run only when named: `python1000` and `js1000`, a foreach
 //! of 1,000 steps of the Python example `wordstats` (`examples/python`, about 40 MB of
 //! component) or the JavaScript tool `slugify` (`examples/js`), one run at a time and
@@ -226,6 +229,18 @@ fn scenarios(settings: &Settings) -> Vec<Scenario> {
             in_flight: 64,
             resume: true,
             named_only: false,
+        },
+        // One run of a long foreach, to show its cost is linear in its length (issue 53).
+        Scenario {
+            name: "foreach100k",
+            yaml: format!(
+                "id: foreach100k\n{plugin}steps:\n  - foreach:\n      id: each\n      concurrency: 10\n      do: {{ id: double, plugin: kit, step: double }}\n"
+            ),
+            input: json!((1..=100_000).collect::<Vec<u32>>()),
+            steps: 100_000,
+            in_flight: 1,
+            resume: false,
+            named_only: true,
         },
         // With `seq10`, what a run costs once and what a step costs at the margin.
         seq("seq1", 1),

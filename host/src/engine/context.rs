@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::commands::{Command, EventKind, ScopeResults, Tracking};
 use super::event_data::EventData;
+use super::expr::{FieldReads, Reads};
 use super::invocation::InvocationResult;
 use super::model::{EntryDef, FileId, Graph};
 use super::nodes::{NodeKind, Seq, StepNode, StepWait};
@@ -198,22 +199,47 @@ impl Cx<'_> {
             .collect()
     }
 
-    /// The object expressions see (WORKFLOW-FORMAT.md §1).
-    pub(crate) fn expr_input(&self, frame: &Frame, input: &Value) -> Value {
+    /// The object expressions see (WORKFLOW-FORMAT.md §1), with only what `reads` says the
+    /// expression can read of it: building the rest (every step's output, for a step late in
+    /// a long sequence) for each evaluation made long runs quadratic.
+    pub(crate) fn expr_input(&self, frame: &Frame, input: &Value, reads: &Reads) -> Value {
         let file = self.file_state(frame);
-        // Outer scopes first, so inner ones win.
-        let mut steps = Map::new();
-        for scope in frame.scopes.iter().rev() {
-            for (k, v) in self.results.get(scope).into_iter().flat_map(|m| m.iter()) {
-                steps.insert(k.clone(), Value::clone(v));
+        let mut object = Map::new();
+        for (name, value) in [
+            ("input", input),
+            ("state", &*file.state),
+            ("init", &*file.input),
+        ] {
+            if let Some(picked) = reads.field(name).pick(value) {
+                object.insert(name.into(), picked);
             }
         }
-        json!({
-            "input": input,
-            "state": file.state,
-            "init": file.input,
-            "steps": steps,
-        })
+        let mut steps = Map::new();
+        match reads.field("steps") {
+            FieldReads::Nothing => return Value::Object(object),
+            FieldReads::Members(names) => {
+                // The innermost scope that has the name wins, as below.
+                for name in names {
+                    let found = frame
+                        .scopes
+                        .iter()
+                        .find_map(|scope| self.results.get(scope)?.get(name));
+                    if let Some(v) = found {
+                        steps.insert(name.clone(), Value::clone(v));
+                    }
+                }
+            }
+            FieldReads::Whole => {
+                // Outer scopes first, so inner ones win.
+                for scope in frame.scopes.iter().rev() {
+                    for (k, v) in self.results.get(scope).into_iter().flat_map(|m| m.iter()) {
+                        steps.insert(k.clone(), Value::clone(v));
+                    }
+                }
+            }
+        }
+        object.insert("steps".into(), Value::Object(steps));
+        Value::Object(object)
     }
 
     /// Makes an output visible to `.steps` by id and by path (S8).

@@ -21,6 +21,7 @@ mod budget;
 mod convert;
 mod describe;
 mod natives;
+mod reads;
 mod scan;
 mod sized;
 
@@ -35,9 +36,16 @@ use serde_json::Value;
 
 use budget::{Metered, Stop};
 pub use convert::MAX_VALUE_DEPTH;
+pub(crate) use reads::{FieldReads, Reads};
 pub(crate) use scan::{MAX_NESTING, MAX_SOURCE_BYTES};
 
 type Filter = jaq_core::Filter<Metered>;
+
+/// A compiled expression and what it reads of its input.
+struct Compiled {
+    filter: Filter,
+    reads: Reads,
+}
 
 /// A jq expression, by its source text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +119,7 @@ pub(crate) fn set_memory_budget(bytes: u64) {
 /// The most compiled expressions kept before the cache starts afresh.
 const CACHE_LIMIT: usize = 4096;
 
-static COMPILED: Mutex<Option<HashMap<String, Arc<Filter>>>> = Mutex::new(None);
+static COMPILED: Mutex<Option<HashMap<String, Arc<Compiled>>>> = Mutex::new(None);
 
 /// Parsing and compiling recurse along the expression's syntax tree, which a 64 KiB source can
 /// make thousands of levels deep (`1+1+…`); they run on a thread with this much stack (reserved,
@@ -131,8 +139,15 @@ impl Expr {
         self.compiled().map(|_| ())
     }
 
-    fn compiled(&self) -> Result<Arc<Filter>, ExprError> {
-        let cached = |c: &mut Option<HashMap<String, Arc<Filter>>>| {
+    /// What the expression reads of its input (all of it when it does not compile), so that
+    /// only that is built for it.
+    pub(crate) fn reads(&self) -> Reads {
+        self.compiled()
+            .map_or_else(|_| Reads::everything(), |c| c.reads.clone())
+    }
+
+    fn compiled(&self) -> Result<Arc<Compiled>, ExprError> {
+        let cached = |c: &mut Option<HashMap<String, Arc<Compiled>>>| {
             c.as_ref().and_then(|m| m.get(&self.source).cloned())
         };
         if let Some(f) = cached(&mut COMPILED.lock().unwrap_or_else(PoisonError::into_inner)) {
@@ -144,7 +159,12 @@ impl Expr {
             std::thread::Builder::new()
                 .name("weft-expr-compile".into())
                 .stack_size(COMPILE_STACK)
-                .spawn_scoped(s, || compile(source))
+                .spawn_scoped(s, || {
+                    compile(source).map(|filter| Compiled {
+                        filter,
+                        reads: Reads::of(source),
+                    })
+                })
                 .map_err(|e| ExprError::Internal(format!("cannot start a thread: {e}")))?
                 .join()
                 .unwrap_or_else(|payload| Err(ExprError::Internal(budget::panic_text(&*payload))))
@@ -167,11 +187,12 @@ impl Expr {
 
     /// [`Expr::eval`] with a budget of `steps` (at least 1) instead of the process-wide budget.
     pub fn eval_within(&self, input: &Value, steps: u64) -> Result<Vec<Value>, String> {
-        let filter = self.compiled().map_err(|e| e.to_string())?;
+        let compiled = self.compiled().map_err(|e| e.to_string())?;
+        let filter = &compiled.filter;
         let steps = steps.max(1);
         let first = steps.min(budget::INLINE_STEPS);
         let bytes = memory_budget();
-        match budget::evaluate(&filter, input, first, budget::INLINE_STACK, bytes) {
+        match budget::evaluate(filter, input, first, budget::INLINE_STACK, bytes) {
             Err(Stop::Steps) if first < steps => {}
             Err(Stop::Stack) => {}
             done => return finish(done, steps),
@@ -184,7 +205,7 @@ impl Expr {
                 .stack_size(stack)
                 .spawn_scoped(s, || {
                     let stack = budget::guard_for(stack);
-                    let done = budget::evaluate(&filter, input, steps, stack, bytes);
+                    let done = budget::evaluate(filter, input, steps, stack, bytes);
                     finish(done, steps)
                 });
             match spawned {

@@ -26,6 +26,7 @@
 
 use crate::engine::context::{Cx, Frame};
 use crate::engine::drive::{drive_node, drive_seq, follow_seq};
+use crate::engine::expr::Reads;
 use crate::engine::lifecycle::{end_node, start_block};
 use crate::engine::model::{EntryDef, EntryKind};
 use crate::engine::nodes::{End, ListRef, Node, NodeKind, Phase, Seq};
@@ -40,7 +41,9 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
     let graph = cx.graph;
     if node.phase == Phase::New {
         start_block(node, entry, frame, cx);
-        let input = cx.expr_input(frame, &node.input);
+        let mut reads = Reads::default();
+        arms.iter().for_each(|arm| reads.add(&arm.when.reads()));
+        let input = cx.expr_input(frame, &node.input, &reads);
         let mut taken = Vec::with_capacity(arms.len());
         for arm in arms {
             let arm_entry = graph.entry(arm.entry);

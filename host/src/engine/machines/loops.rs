@@ -86,7 +86,7 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
             return;
         }
         let n = *iteration;
-        let mut input = cx.expr_input(&f, &node.input);
+        let mut input = cx.expr_input(&f, &node.input, &test.reads());
         input["output"] = Value::clone(&out);
         input["iteration"] = json!(n);
         let holds = match test.holds(&input) {

@@ -21,7 +21,7 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
         return;
     };
     start_block(node, entry, frame, cx);
-    let input = cx.expr_input(frame, &node.input);
+    let input = cx.expr_input(frame, &node.input, &expr.reads());
     let end = match expr.eval_one(&input) {
         Ok(v) => {
             transition!("map", "value");

@@ -36,7 +36,7 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
         let wake = match (ms, until) {
             (Some(ms), _) => Ok(cx.now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))),
             (None, Some(expr)) => {
-                let input = cx.expr_input(frame, &node.input);
+                let input = cx.expr_input(frame, &node.input, &expr.reads());
                 expr.eval_one(&input).and_then(|v| match v {
                     Value::String(s) => chrono::DateTime::parse_from_rfc3339(&s)
                         .map(|d| d.timestamp_millis())

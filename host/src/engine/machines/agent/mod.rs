@@ -126,7 +126,7 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
 fn start(node: &mut Node, entry: &EntryDef, def: &AgentDef, frame: &Frame, cx: &mut Cx) -> bool {
     let mut made = Ok(());
     if let Some(expr) = def.input.as_ref().filter(|_| !node.made) {
-        let scope = cx.expr_input(frame, &node.input);
+        let scope = cx.expr_input(frame, &node.input, &expr.reads());
         match expr.eval_one(&scope) {
             Ok(v) => node.input = v.into(),
             Err(e) => {
