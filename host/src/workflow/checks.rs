@@ -9,6 +9,10 @@ use crate::plugin::Sandbox;
 /// The largest `retry.delay-ms` and `retry.max-delay-ms`: 30 days.
 pub(crate) const MAX_RETRY_DELAY_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 
+/// The most `retry.attempts`: a step that fails at once with no delay is invoked this many
+/// times at most, so a careless count cannot have one run write without end (issue 53).
+pub(crate) const MAX_RETRY_ATTEMPTS: u32 = 1_000;
+
 /// The largest `limits.memory-mib` and `limits.max-output-mib`: 64 GiB.
 pub(crate) const MAX_LIMIT_MIB: u64 = 65_536;
 
@@ -26,6 +30,14 @@ pub(super) fn retry(r: &RawRetry) -> Result<(), (String, &'static str)> {
         return Err((
             "retry.attempts is 0".into(),
             "attempts counts invocations, the first included: use 1 for no retry",
+        ));
+    }
+    if let Some(n) = r.attempts
+        && n > MAX_RETRY_ATTEMPTS
+    {
+        return Err((
+            format!("retry.attempts is {n}; at most {MAX_RETRY_ATTEMPTS} are allowed"),
+            "use fewer attempts and a delay (`delay-ms`, `backoff`) to wait longer between them",
         ));
     }
     if let Some(b) = r.backoff
@@ -203,7 +215,16 @@ mod tests {
             max_delay_ms: Some(5000),
         };
         assert!(retry(&ok).is_ok());
+        let most = RawRetry {
+            attempts: Some(MAX_RETRY_ATTEMPTS),
+            ..ok.clone()
+        };
+        assert!(retry(&most).is_ok());
         for bad in [
+            RawRetry {
+                attempts: Some(MAX_RETRY_ATTEMPTS + 1),
+                ..ok.clone()
+            },
             RawRetry {
                 attempts: Some(0),
                 ..ok.clone()
