@@ -44,7 +44,7 @@ type Filter = jaq_core::Filter<Metered>;
 /// A compiled expression and what it reads of its input.
 struct Compiled {
     filter: Filter,
-    reads: Reads,
+    reads: Arc<Reads>,
 }
 
 /// A jq expression, by its source text.
@@ -141,9 +141,9 @@ impl Expr {
 
     /// What the expression reads of its input (all of it when it does not compile), so that
     /// only that is built for it.
-    pub(crate) fn reads(&self) -> Reads {
+    pub(crate) fn reads(&self) -> Arc<Reads> {
         self.compiled()
-            .map_or_else(|_| Reads::everything(), |c| c.reads.clone())
+            .map_or_else(|_| Arc::new(Reads::everything()), |c| Arc::clone(&c.reads))
     }
 
     fn compiled(&self) -> Result<Arc<Compiled>, ExprError> {
@@ -162,7 +162,7 @@ impl Expr {
                 .spawn_scoped(s, || {
                     compile(source).map(|filter| Compiled {
                         filter,
-                        reads: Reads::of(source),
+                        reads: Arc::new(Reads::of(source)),
                     })
                 })
                 .map_err(|e| ExprError::Internal(format!("cannot start a thread: {e}")))?
