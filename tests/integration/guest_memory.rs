@@ -113,7 +113,8 @@ async fn s14_an_invocation_larger_than_the_whole_guest_memory_budget_fails_at_on
     let mut cfg = config();
     cfg.host.guest_memory_mib = Some(128);
     let env = Env::with_config(cfg);
-    let rec = env.run(&held(256), json!({})).await;
+    // Were it not refused, the guest would end at once, and the run succeed.
+    let rec = env.run(&held(256).replace("600000", "1"), json!({})).await;
     assert_eq!(rec.status, RunStatus::Failed, "{rec:?}");
     let err = rec.error.expect("an error");
     assert_eq!(err.code, "memory-limit");
@@ -121,4 +122,25 @@ async fn s14_an_invocation_larger_than_the_whole_guest_memory_budget_fails_at_on
         assert!(err.message.contains(part), "{part}: {}", err.message);
     }
     assert_eq!(env.rt.host().guest_memory_in_use_mib(), 0);
+}
+
+#[test]
+fn s14_the_command_line_sets_the_guest_memory_budget() {
+    let home = crate::cli::Home::new();
+    let path = home.file("held.yaml", &held(128).replace("600000", "1"));
+    let path = path.to_string_lossy();
+    let out = home.weft(&["--guest-memory-mib", "64", "run", &*path, "--json"]);
+    assert_eq!(out.code, 1, "the run failed: {out:?}");
+    let rec: serde_json::Value = serde_json::from_str(&out.stdout).expect("a record");
+    assert_eq!(rec["error"]["code"], "memory-limit", "{rec}");
+    let message = rec["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("128 MiB") && message.contains("budget of 64 MiB"),
+        "{message}"
+    );
+    let zero = home.weft(&["--guest-memory-mib", "0", "run", &*path]);
+    assert_eq!(zero.code, 2, "{zero:?}");
+    // The default comes from the machine and lets this run.
+    let ok = home.weft(&["run", &*path, "--json"]);
+    assert_eq!(ok.code, 0, "{ok:?}");
 }

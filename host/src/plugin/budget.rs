@@ -171,6 +171,16 @@ mod tests {
         assert!(machine_default_mib() >= MIN_MACHINE_MIB);
     }
 
+    #[test]
+    fn a_host_with_no_guest_memory_is_refused() {
+        let config = crate::plugin::HostConfig::default().with_guest_memory_mib(Some(0));
+        let err = crate::plugin::PluginHost::new(config).expect_err("refused");
+        assert!(
+            err.to_string().contains("guest memory budget of 0 MiB"),
+            "{err}"
+        );
+    }
+
     #[tokio::test]
     async fn reservations_wait_in_turn_and_come_back_when_dropped() {
         let budget = Arc::new(MemoryBudget::new(100));

@@ -54,7 +54,7 @@ pub struct HostConfig {
     /// `memory-limit` at once. `None` (the default): half the memory of the machine (the
     /// smaller of `MemTotal` and a cgroup v2 `memory.max`), 8 GiB where neither can be read;
     /// [`PluginHost::guest_memory_budget_mib`](super::PluginHost::guest_memory_budget_mib)
-    /// says what a host took.
+    /// says what a host took. `Some(0)` is refused when the host is made.
     pub guest_memory_mib: Option<u64>,
 }
 

@@ -32,6 +32,13 @@ pub(crate) struct HostShared {
 impl HostShared {
     /// Makes the main engine and starts the epoch ticker.
     pub(crate) fn new(config: HostConfig) -> Result<Self, PluginError> {
+        if config.guest_memory_mib == Some(0) {
+            return Err(PluginError::Engine {
+                message: "a guest memory budget of 0 MiB lets no guest run; give \
+                          HostConfig::guest_memory_mib (--guest-memory-mib) 1 or more"
+                    .into(),
+            });
+        }
         let engines = Arc::new(Engines::new(&config)?);
         let ticker = Ticker::start(engines.clone(), config.epoch_tick)?;
         let cache = config.cache_dir.as_deref().and_then(|dir| {
