@@ -521,3 +521,70 @@ async fn s94_an_agent_is_rerun_whole_with_none_of_its_earlier_calls() {
         .count();
     assert_eq!(started, 1, "the rerun called the model afresh, once");
 }
+
+#[tokio::test]
+async fn s123_a_reply_with_many_tool_calls_has_at_most_max_parallel_tools_in_flight() {
+    let calls: Vec<String> = (1..=12)
+        .map(|i| {
+            format!("          - {{ id: call_{i}, name: add, arguments: {{ a: {i}, b: 1 }} }}")
+        })
+        .collect();
+    let script = format!(
+        "conversations:\n  - match: \"add them all\"\n    turns:\n      - tool_calls:\n{}\n      - text: \"done\"\n",
+        calls.join("\n")
+    );
+    let base = model_double(&script).await;
+    let env = Env::new();
+    let yaml = calculator(&base).replace(
+        "      input: '{prompt: .input}'",
+        "      max-parallel-tools: 3\n      input: '{prompt: .input}'",
+    );
+    let rec = env.run(&yaml, json!("add them all")).await;
+    assert_eq!(rec.status, RunStatus::Success, "{rec:?}");
+    let mut in_flight = 0;
+    let mut most = 0;
+    let mut started = Vec::new();
+    for e in env.events(&rec.run_id) {
+        let Some(path) = e.path.as_deref().filter(|p| p.starts_with("helper.tool-")) else {
+            continue;
+        };
+        match e.kind {
+            weft::EventKind::StepStarted => {
+                in_flight += 1;
+                started.push(path.to_owned());
+            }
+            weft::EventKind::StepSucceeded | weft::EventKind::StepFailed => in_flight -= 1,
+            _ => {}
+        }
+        most = most.max(in_flight);
+    }
+    assert_eq!(most, 3, "three calls of the reply in flight at most");
+    let expected: Vec<String> = (1..=12).map(|i| format!("helper.tool-call_{i}")).collect();
+    assert_eq!(started, expected, "started in the reply's order");
+    for (i, path) in expected.iter().enumerate() {
+        assert_eq!(
+            rec.steps[path.as_str()].output.as_deref(),
+            Some(&json!({"sum": i + 2}))
+        );
+    }
+
+    for bad in ["0", "1001"] {
+        let path = env.file(
+            "bad.yaml",
+            &calculator(&base).replace(
+                "      input: '{prompt: .input}'",
+                &format!("      max-parallel-tools: {bad}\n      input: '{{prompt: .input}}'"),
+            ),
+        );
+        let err = weft::load_workflow(&path, env.rt.host())
+            .await
+            .err()
+            .expect("refused at load");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("max-parallel-tools {bad} is out of range"))
+                && text.contains("use 1 to 1000"),
+            "{text}"
+        );
+    }
+}

@@ -15,6 +15,7 @@ mod driver_api;
 mod durability;
 mod expr_memory;
 mod full_disk;
+mod guest_memory;
 mod guest_sdk;
 mod hostile;
 mod hostile_models;

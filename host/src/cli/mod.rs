@@ -94,6 +94,17 @@ pub struct Cli {
     /// The largest resume data accepted, in MiB.
     #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_resume_mib: u64,
+    /// The memory the plugins' guests of this process may hold at once, in MiB: each invocation
+    /// reserves its `limits.memory-mib` and waits while the rest is in use (default: half the
+    /// machine's memory, 8 GiB where it cannot be read).
+    #[arg(
+        long,
+        global = true,
+        env = "WEFT_GUEST_MEMORY_MIB",
+        value_name = "MIB",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub guest_memory_mib: Option<u64>,
     /// The deadline of a model call whose step sets no `timeout-ms`, in milliseconds.
     #[arg(long, global = true, value_name = "MS", default_value_t = DEFAULT_MODEL_TIMEOUT_MS)]
     pub model_timeout_ms: u64,
@@ -156,11 +167,13 @@ impl Cli {
             },
             crash_after_commits: self.crash_after_commits,
             store: self.store.clone().filter(|s| !s.is_empty()).map(Into::into),
-            host: crate::plugin::HostConfig::default().with_cache_dir(
-                self.plugin_cache
-                    .as_ref()
-                    .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())),
-            ),
+            host: crate::plugin::HostConfig::default()
+                .with_cache_dir(
+                    self.plugin_cache
+                        .as_ref()
+                        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())),
+                )
+                .with_guest_memory_mib(self.guest_memory_mib),
             ..RuntimeConfig::default()
         }
     }

@@ -241,6 +241,28 @@ pub(crate) struct AgentDef {
     /// Makes the agent's input from the entry's (`input:`, S119).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) input: Option<Expr>,
+    /// The most tool calls of one reply in flight at once (`max-parallel-tools`): running, or
+    /// waiting for an approval. Graphs stored before the setting get the default.
+    #[serde(
+        default = "default_max_parallel_tools",
+        skip_serializing_if = "is_default_max_parallel_tools"
+    )]
+    pub(crate) max_parallel_tools: u32,
+}
+
+/// The most tool calls of one reply in flight at once when the agent does not say
+/// (`max-parallel-tools`).
+pub(crate) const DEFAULT_MAX_PARALLEL_TOOLS: u32 = 8;
+
+/// The largest `max-parallel-tools` a workflow file may give.
+pub(crate) const MAX_PARALLEL_TOOLS: u32 = 1000;
+
+fn default_max_parallel_tools() -> u32 {
+    DEFAULT_MAX_PARALLEL_TOOLS
+}
+
+fn is_default_max_parallel_tools(n: &u32) -> bool {
+    *n == DEFAULT_MAX_PARALLEL_TOOLS
 }
 
 /// A tool an agent offers its model.

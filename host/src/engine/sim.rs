@@ -201,6 +201,7 @@ pub(crate) fn agent(id: &str, tools: &[(&str, bool)], max_steps: u32) -> Spec {
             retry: RetryPolicy::default(),
             timeout_ms: None,
             input: None,
+            max_parallel_tools: crate::engine::model::DEFAULT_MAX_PARALLEL_TOOLS,
         })),
     )
 }
@@ -242,6 +243,14 @@ impl Spec {
     pub(crate) fn output_schema(mut self, schema: Value) -> Self {
         if let SpecKind::Agent(def) = &mut self.kind {
             def.output_schema = Some(Schema::new(schema));
+        }
+        self
+    }
+
+    /// The agent's `max-parallel-tools`.
+    pub(crate) fn max_parallel_tools(mut self, n: u32) -> Self {
+        if let SpecKind::Agent(def) = &mut self.kind {
+            def.max_parallel_tools = n;
         }
         self
     }

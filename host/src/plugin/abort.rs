@@ -82,6 +82,21 @@ impl abort::Host for StoreState {
     }
 }
 
+/// Resolves as soon as the invocation is aborted: cancelled, or past its deadline (no grace:
+/// for an invocation whose guest has not started).
+pub(crate) async fn aborted(view: &AbortView) {
+    let deadline = async {
+        match view.deadline_at {
+            Some(at) => tokio::time::sleep_until(at.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = deadline => {}
+        () = view.handle.aborted() => {}
+    }
+}
+
 /// Resolves when the guest must be stopped: the abort grace after the deadline or the cancel.
 pub(crate) async fn hard_stop(view: AbortView) {
     loop {

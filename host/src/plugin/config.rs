@@ -47,6 +47,15 @@ pub struct HostConfig {
     /// entry, like one that is not a regular file, is ignored with a warning and the component
     /// compiled again.
     pub max_cache_entry_mib: u64,
+    /// The memory the guests of this host may hold at once, in MiB (`--guest-memory-mib`).
+    /// Every invocation reserves its `limits.memory-mib` from it before its instance is made
+    /// and gives it back when it ends; one that does not fit waits (in turn, its cancel and
+    /// deadline still applying), and one asking for more than the whole budget fails
+    /// `memory-limit` at once. `None` (the default): half the memory of the machine (the
+    /// smaller of `MemTotal` and a cgroup v2 `memory.max`), 8 GiB where neither can be read;
+    /// [`PluginHost::guest_memory_budget_mib`](super::PluginHost::guest_memory_budget_mib)
+    /// says what a host took. `Some(0)` is refused when the host is made.
+    pub guest_memory_mib: Option<u64>,
 }
 
 impl Default for HostConfig {
@@ -61,6 +70,7 @@ impl Default for HostConfig {
             max_memory_mib: 1024,
             describe_timeout: Duration::from_secs(10),
             max_cache_entry_mib: 1024,
+            guest_memory_mib: None,
         }
     }
 }
@@ -111,6 +121,12 @@ impl HostConfig {
     /// Sets [`HostConfig::max_cache_entry_mib`].
     pub fn with_max_cache_entry_mib(mut self, mib: u64) -> Self {
         self.max_cache_entry_mib = mib;
+        self
+    }
+
+    /// Sets [`HostConfig::guest_memory_mib`].
+    pub fn with_guest_memory_mib(mut self, mib: Option<u64>) -> Self {
+        self.guest_memory_mib = mib;
         self
     }
 

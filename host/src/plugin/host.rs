@@ -106,6 +106,23 @@ impl PluginHost {
             })
     }
 
+    /// The guest memory budget this host took, in MiB: [`HostConfig::guest_memory_mib`], or
+    /// the machine's figure when that is `None`.
+    pub fn guest_memory_budget_mib(&self) -> u64 {
+        self.inner.shared.budget.total_mib()
+    }
+
+    /// The MiB of the guest memory budget the invocations under way have reserved (each its
+    /// `limits.memory-mib`).
+    pub fn guest_memory_in_use_mib(&self) -> u64 {
+        self.inner.shared.budget.in_use_mib()
+    }
+
+    /// How many invocations wait for guest memory to be given back.
+    pub fn guest_memory_waiting(&self) -> u64 {
+        self.inner.shared.budget.waiting()
+    }
+
     /// How many times a component was compiled by this host (not loaded from the disk cache).
     pub fn compilations(&self) -> u64 {
         self.inner.shared.compilations()

@@ -307,14 +307,23 @@ impl Plugin {
         subject.error(err, output_limit, memory_denied, panic)
     }
 
-    /// Calls `describe` of each exported interface in one fresh instance, nothing granted.
+    /// Calls `describe` of each exported interface in one fresh instance, nothing granted; its
+    /// memory comes from the host's guest memory budget like any invocation's.
     async fn describe(&self) -> Result<(Vec<StepInfo>, Vec<ToolInfo>), PluginError> {
         let sink = Arc::new(TraceEvents {
             origin: self.origin.clone(),
         });
         let io = Invocation::new(sink, Arc::new(NoRun))
             .with_deadline(Some(self.shared.config.describe_timeout));
-        let sandbox = Sandbox::default();
+        let mut sandbox = Sandbox::default();
+        // The default memory, or the whole guest memory budget when that is smaller, so a
+        // plugin loads under any budget (its invocations ask for their own `memory-mib`).
+        sandbox.limits.memory_mib = Some(
+            sandbox
+                .limits
+                .memory_mib()
+                .min(self.shared.budget.total_mib()),
+        );
         let subject = self.subject("describe", &sandbox, io.deadline);
         let observed = self.invoke(&sandbox, io, Call::Describe).await;
         let failed = |message: String| PluginError::Describe {

@@ -9,7 +9,8 @@
 //! component-model-async ABI is refused (the engines do not enable it).
 //!
 //! Modules: `engine` (wasmtime settings, pooling, linker), `ticker` (epochs), `shared` (what a
-//! host and its plugins share; compile or load from `cache`), `loaded` and `loaded::invoke` (a
+//! host and its plugins share; compile or load from `cache`), `budget` (the guest memory every
+//! invocation reserves from the host's), `loaded` and `loaded::invoke` (a
 //! plugin and one guest call), `grants` (WASI from `grants:`, and the paths no grant may
 //! expose), the imports `writer`, `abort`, `run`, `log`, `http`, `events`/`stdio` (output
 //! in call order, with limits), and `step` ([`PluginStep`]: a plugin behind the executor seam,
@@ -23,7 +24,7 @@
 //! | code | when |
 //! |---|---|
 //! | `trap` | a wasm trap or guest panic (one-line reason), or a WASI exit (`plugin exited with status N`) |
-//! | `memory-limit` | the guest trapped after the limiter refused to grow its memory |
+//! | `memory-limit` | the guest trapped after the limiter refused to grow its memory, or its `memory-mib` is more than the host's whole guest memory budget (never retried) |
 //! | `fuel-exhausted` | metered fuel ran out |
 //! | `timeout` | the deadline passed before the call returned (whatever it returned) |
 //! | `cancelled` | the abort handle was cancelled before the call returned (never retried) |
@@ -41,6 +42,7 @@
 mod abi;
 mod abort;
 mod bindings;
+mod budget;
 mod cache;
 mod config;
 mod describe;

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::component::Component;
 
 use super::abi;
+use super::budget::{MemoryBudget, machine_default_mib};
 use super::cache::{DiskCache, Miss};
 use super::config::HostConfig;
 use super::engine::{Engines, LinkedEngine};
@@ -22,6 +23,8 @@ pub(crate) struct HostShared {
     cache: Option<DiskCache>,
     /// The host's own paths no grant may expose: the home, the cache and its key.
     pub(crate) protected: Vec<Protected>,
+    /// The memory the guests may reserve at once ([`HostConfig::guest_memory_mib`]).
+    pub(crate) budget: MemoryBudget,
     compilations: AtomicU64,
     _ticker: Ticker,
 }
@@ -29,6 +32,13 @@ pub(crate) struct HostShared {
 impl HostShared {
     /// Makes the main engine and starts the epoch ticker.
     pub(crate) fn new(config: HostConfig) -> Result<Self, PluginError> {
+        if config.guest_memory_mib == Some(0) {
+            return Err(PluginError::Engine {
+                message: "a guest memory budget of 0 MiB lets no guest run; give \
+                          HostConfig::guest_memory_mib (--guest-memory-mib) 1 or more"
+                    .into(),
+            });
+        }
         let engines = Arc::new(Engines::new(&config)?);
         let ticker = Ticker::start(engines.clone(), config.epoch_tick)?;
         let cache = config.cache_dir.as_deref().and_then(|dir| {
@@ -60,11 +70,13 @@ impl HostShared {
                 }
             }
         }
+        let budget = MemoryBudget::new(config.guest_memory_mib.unwrap_or_else(machine_default_mib));
         Ok(Self {
             config,
             engines,
             cache,
             protected,
+            budget,
             compilations: AtomicU64::new(0),
             _ticker: ticker,
         })

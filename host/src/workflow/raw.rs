@@ -125,6 +125,8 @@ pub(super) struct RawAgent {
     #[serde(default)]
     pub max_steps: Option<u32>,
     #[serde(default)]
+    pub max_parallel_tools: Option<Spanned<u64>>,
+    #[serde(default)]
     pub output_schema: Option<Spanned<Value>>,
     #[serde(default)]
     pub input: Option<Spanned<String>>,

@@ -10,7 +10,7 @@ use wasmtime::{Store, UpdateDeadline};
 use super::Plugin;
 use crate::engine::invocation::{StepCall, StepFailure};
 use crate::executor::Invocation;
-use crate::plugin::abort::{AbortView, hard_stop};
+use crate::plugin::abort::{AbortView, aborted, hard_stop};
 use crate::plugin::bindings::weft::plugin::types;
 use crate::plugin::engine::EngineKind;
 use crate::plugin::error::one_line;
@@ -90,6 +90,40 @@ impl Plugin {
                 &view,
             );
         }
+        // The guest memory this call may use, reserved from the host's budget until it ends
+        // (the reservation is dropped last, after the store); waiting for it does not hold a
+        // thread, and a cancel or the deadline ends the wait.
+        let wanted = sandbox.limits.memory_mib();
+        let budget = &self.shared.budget;
+        let reserve = budget.reserve(wanted);
+        tokio::pin!(reserve);
+        let _memory = tokio::select! {
+            biased;
+            r = &mut reserve => match r {
+                Ok(reservation) => reservation,
+                Err(over) => {
+                    return setup_failed(
+                        StepFailure::new(
+                            "memory-limit",
+                            format!(
+                                "{}: limits.memory-mib is {} MiB, more than the host's whole guest \
+                                 memory budget of {} MiB; raise the budget (--guest-memory-mib, \
+                                 HostConfig::guest_memory_mib) or lower limits.memory-mib",
+                                self.origin, over.wanted_mib, over.budget_mib
+                            ),
+                        )
+                        .not_retryable(),
+                        &view,
+                    );
+                }
+            },
+            () = aborted(&view) => {
+                return setup_failed(
+                    StepFailure::new("cancelled", "aborted while waiting for guest memory"),
+                    &view,
+                );
+            }
+        };
         let state = match self.store_state(sandbox, &io, view.clone(), out.clone()) {
             Ok(state) => state,
             Err(failure) => return setup_failed(failure, &view),

@@ -12,8 +12,8 @@ use super::retry::{check_retry, merge_retry, retry_under_model};
 use super::step::filled_config;
 use super::{Builder, FileCx, line, quoted};
 use crate::engine::model::{
-    AgentDef, AgentTool, EntryId, EntryKind, Graph, StepDef, StepKind, StepSchemas,
-    WORKFLOW_TOOL_PLUGIN,
+    AgentDef, AgentTool, DEFAULT_MAX_PARALLEL_TOOLS, EntryId, EntryKind, Graph, MAX_PARALLEL_TOOLS,
+    StepDef, StepKind, StepSchemas, WORKFLOW_TOOL_PLUGIN,
 };
 use crate::workflow::WorkflowError;
 use crate::workflow::raw::{RawAgent, RawAgentTool, RawWorkflow};
@@ -69,6 +69,25 @@ impl Builder<'_> {
                 "use 1 or more",
             ));
         }
+        let max_parallel_tools = match &a.max_parallel_tools {
+            None => DEFAULT_MAX_PARALLEL_TOOLS,
+            Some(n) => match u32::try_from(n.value) {
+                Ok(v) if (1..=MAX_PARALLEL_TOOLS).contains(&v) => v,
+                _ => {
+                    return Err(WorkflowError::at(
+                        fcx.path,
+                        line(&n.referenced),
+                        format!(
+                            "agent `{id}`: max-parallel-tools {} is out of range",
+                            n.value
+                        ),
+                        &format!(
+                            "use 1 to {MAX_PARALLEL_TOOLS} (default {DEFAULT_MAX_PARALLEL_TOOLS})"
+                        ),
+                    ));
+                }
+            },
+        };
         let mut tools: Vec<AgentTool> = Vec::with_capacity(a.tools.len());
         for raw in &a.tools {
             let tool = self.agent_tool(id, raw, fcx)?;
@@ -113,6 +132,7 @@ impl Builder<'_> {
             retry,
             timeout_ms: a.timeout_ms,
             input,
+            max_parallel_tools,
         }));
         Ok(eid)
     }

@@ -29,6 +29,7 @@
 //! | `tool-calls` | model call | the reply calls tools | tool calls | each call pending, under a path of its own (S125) |
 //! | `unknown-tool` | tool call pending | it names no tool | tool call done | record, `step-failed` (`unknown-tool`); nothing invoked |
 //! | `ask-approval` | tool call pending | its tool needs approval (S124) | tool call waiting | record `suspended`, `step-suspended` with `{tool, arguments}`, its id as the label |
+//! | `tool-held` | tool call pending | `max-parallel-tools` calls of the reply are in flight (running or waiting for approval), or one tripped | tool call pending | nothing: the pending calls start as earlier ones end, in the reply's order |
 //! | `tool-start` | tool call pending | its tool needs no approval | tool call running | a `step` at `AGENT.tool-ID` |
 //! | `approved` | tool call waiting | a resume approves it | tool call running | its `step`, with the arguments the resume gives if any |
 //! | `refused` | tool call waiting | a resume refuses it | tool call done | record, `step-succeeded` with the refusal; nothing invoked |
@@ -56,7 +57,7 @@ use crate::engine::transitions::transition;
 
 use conversation::{Next, conversation, model_step, next_model_call, took_reply};
 use paths::{model_path, sub_entry, sub_frame};
-use tools::{drive_tool, tools_settled};
+use tools::{drive_tools, tools_settled};
 
 pub(crate) use approvals::{approval_schema, approvals, cancel_approvals};
 
@@ -97,9 +98,7 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
                 }
             }
             AgentNow::Tools(runs) => {
-                for run in runs.iter_mut() {
-                    drive_tool(run, id, entry, def, &sub, cx);
-                }
+                drive_tools(runs, id, entry, def, &sub, cx);
                 cx.results.remove(&sub.scopes[0]);
                 tools_settled(agent, id, entry, def, &sub, cx)
             }

@@ -17,9 +17,56 @@ use super::approvals::{ask_approval, cancel_call};
 use super::conversation::{Next, next_model_call};
 use super::paths::sub_entry;
 
+/// Drives the tool calls of a round: first those already under way, in the reply's order, then
+/// the pending ones in that order while fewer than `max-parallel-tools` are in flight (running
+/// or waiting for an approval) and none tripped. The calls that have started are always the
+/// first of the reply, so this issues in the order one pass over every call would.
+pub(super) fn drive_tools(
+    runs: &mut [ToolRun],
+    id: EntryId,
+    entry: &EntryDef,
+    def: &AgentDef,
+    sub: &Frame,
+    cx: &mut Cx,
+) {
+    for run in runs
+        .iter_mut()
+        .filter(|r| !matches!(r.state, ToolState::Pending))
+    {
+        drive_tool(run, id, entry, def, sub, cx);
+    }
+    if cx.cancelling {
+        return;
+    }
+    let cap = def.max_parallel_tools.max(1) as usize;
+    let mut in_flight = runs.iter().filter(|r| holds_place(r)).count();
+    let tripped = runs
+        .iter()
+        .any(|r| matches!(r.state, ToolState::Tripped(_)));
+    for run in runs
+        .iter_mut()
+        .filter(|r| matches!(r.state, ToolState::Pending))
+    {
+        if tripped || in_flight >= cap {
+            transition!("agent", "tool-held");
+            return;
+        }
+        drive_tool(run, id, entry, def, sub, cx);
+        if holds_place(run) {
+            in_flight += 1;
+        }
+    }
+}
+
+/// True while a call holds one of the reply's `max-parallel-tools` places: it runs, or waits
+/// for an approval (once approved it runs at once, in the same place).
+fn holds_place(run: &ToolRun) -> bool {
+    matches!(run.state, ToolState::Running(_) | ToolState::Approval)
+}
+
 /// Drives one tool call: starts it (or suspends it for approval), takes an approval's answer,
 /// and takes its end.
-pub(super) fn drive_tool(
+fn drive_tool(
     run: &mut ToolRun,
     id: EntryId,
     entry: &EntryDef,
@@ -298,10 +345,142 @@ pub(crate) mod tests {
         assert!(sim.calls_to("a.model-2").is_empty());
     }
 
+    /// The tool paths in flight, in the order they were issued.
+    fn tools_in_flight(sim: &Sim) -> Vec<String> {
+        sim.in_flight()
+            .into_iter()
+            .filter(|p| p.starts_with("a.tool-"))
+            .collect()
+    }
+
+    #[test]
+    fn s123_a_reply_has_at_most_max_parallel_tools_calls_in_flight_the_rest_in_order() {
+        let ids: Vec<String> = (1..=20).map(|i| format!("c{i}")).collect();
+        let calls: Vec<(&str, &str, Value)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), "add", json!({ "n": i + 1 })))
+            .collect();
+        let mut sim = Sim::new(
+            file(
+                "w",
+                vec![agent("a", &[("add", false)], 5).max_parallel_tools(3)],
+            ),
+            json!("go"),
+        )
+        .on("a.model-1", [says("", &calls, (1, 1))])
+        .on("a.model-2", [says("done", &[], (1, 1))]);
+        for id in &ids {
+            sim = sim.on_call(&format!("a.tool-{id}"), |_| Answer::Hold);
+        }
+        let mut sim = sim.started();
+        assert_eq!(
+            tools_in_flight(&sim),
+            ["a.tool-c1", "a.tool-c2", "a.tool-c3"],
+            "three issued, the first three of the reply"
+        );
+        // A call that ends lets the next of the reply start, whichever ended.
+        sim.answer("a.tool-c2", None, done(json!(2)));
+        assert_eq!(
+            tools_in_flight(&sim),
+            ["a.tool-c1", "a.tool-c3", "a.tool-c4"]
+        );
+        // A restart issues again the calls in flight, and the held ones still wait.
+        sim.crash_and_recover();
+        let mut again = tools_in_flight(&sim);
+        again.sort();
+        assert_eq!(again, ["a.tool-c1", "a.tool-c3", "a.tool-c4"]);
+        let mut ended = 1;
+        while let Some(oldest) = tools_in_flight(&sim).first().cloned() {
+            sim.answer(&oldest, None, done(json!(1)));
+            ended += 1;
+            let now = tools_in_flight(&sim);
+            assert!(now.len() <= 3, "{now:?}");
+            assert_eq!(now.len(), (20 - ended).min(3), "{now:?}");
+        }
+        assert_eq!(sim.status(), RunStatus::Success);
+        assert_eq!(sim.max_in_flight, 3);
+        let mut issued: Vec<&str> = Vec::new();
+        for call in &sim.calls {
+            let path = call.step_path.as_str();
+            if path.starts_with("a.tool-") && !issued.contains(&path) {
+                issued.push(path);
+            }
+        }
+        let expected: Vec<String> = ids.iter().map(|id| format!("a.tool-{id}")).collect();
+        assert_eq!(issued, expected, "issued in the reply's order");
+        let messages = &sim.calls_to("a.model-2")[0].input["messages"];
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(messages[2 + i]["tool_call_id"], id.as_str());
+        }
+    }
+
+    #[test]
+    fn s123_s82_no_held_call_starts_after_a_tripwire() {
+        let sim = Sim::new(
+            file(
+                "w",
+                vec![agent("a", &[("add", false)], 5).max_parallel_tools(1)],
+            ),
+            json!("go"),
+        )
+        .on(
+            "a.model-1",
+            [says(
+                "",
+                &[("c1", "add", json!({})), ("c2", "add", json!({}))],
+                (1, 1),
+            )],
+        )
+        .on("a.tool-c1", [trip("no adding")])
+        .started();
+        assert_eq!(sim.status(), RunStatus::Tripwire);
+        assert!(sim.calls_to("a.tool-c2").is_empty());
+    }
+
+    #[test]
+    fn s123_s124_a_call_waiting_for_approval_holds_its_place() {
+        let mut sim = Sim::new(
+            file(
+                "w",
+                vec![agent("a", &[("add", false), ("rm", true)], 5).max_parallel_tools(2)],
+            ),
+            json!("go"),
+        )
+        .on(
+            "a.model-1",
+            [says(
+                "",
+                &[
+                    ("c1", "add", json!({})),
+                    ("c2", "rm", json!({})),
+                    ("c3", "add", json!({})),
+                ],
+                (1, 1),
+            )],
+        )
+        .on("a.tool-c1", [Answer::Hold])
+        .on("a.model-2", [says("done", &[], (1, 1))])
+        .started();
+        assert_eq!(tools_in_flight(&sim), ["a.tool-c1"]);
+        assert_eq!(sim.record("a.tool-c2").status, StepStatus::Suspended);
+        assert!(sim.calls_to("a.tool-c3").is_empty(), "c1 and c2 hold both");
+        sim.answer("a.tool-c1", None, done(json!(1)));
+        assert_eq!(sim.calls_to("a.tool-c3").len(), 1);
+        assert_eq!(sim.status(), RunStatus::Suspended);
+        sim.resume(None, Some("c2"), None, json!({"approved": true}))
+            .expect("approved");
+        assert_eq!(sim.calls_to("a.tool-c2").len(), 1);
+        assert_eq!(sim.status(), RunStatus::Success);
+    }
+
     /// Every test above, by name.
     pub(crate) const SCENARIOS: &[(&str, fn())] = scenarios![
         s123_s125_a_call_id_given_again_gets_a_path_of_its_own,
         s123_a_failed_or_unknown_tool_is_told_to_the_model_which_goes_on,
         s123_s82_a_tools_tripwire_ends_the_run_tripwire_once_its_siblings_end,
+        s123_a_reply_has_at_most_max_parallel_tools_calls_in_flight_the_rest_in_order,
+        s123_s82_no_held_call_starts_after_a_tripwire,
+        s123_s124_a_call_waiting_for_approval_holds_its_place,
     ];
 }
