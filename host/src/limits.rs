@@ -25,6 +25,25 @@ pub(crate) const MIB: u64 = 1 << 20;
 /// limits.
 pub(crate) const DEFAULT_MAX_VALUE_BYTES: u64 = 2 * MIB;
 
+/// The setting of the one limit on every value a run makes and stores: what an invocation
+/// returns and what an expression yields (a `map`'s value, a step's or an agent's input, a
+/// sleep's duration). A run keeps the limit it started with ([`crate::engine::RunState`]'s
+/// `value_limit`), so it replays and resumes alike under any process's setting.
+pub(crate) const VALUES_SETTING: &str = "RuntimeConfig::max_output_bytes / --max-output-mib";
+
+/// The value limit of a run stored before runs kept their own: the 64 MiB expression values
+/// were held to then, so such a run replays as it ran.
+pub(crate) const STORED_BEFORE_VALUE_LIMIT: u64 = 64 * MIB;
+
+/// `bytes` as a reader takes it in: whole MiB as such (`2 MiB`), else bytes (`1500 bytes`).
+pub(crate) fn bytes_text(bytes: u64) -> String {
+    if bytes >= MIB && bytes % MIB == 0 {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
 /// A value over a limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitError {
@@ -135,6 +154,13 @@ impl SizeLimit {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn sizes_read_in_mib_when_whole() {
+        assert_eq!(bytes_text(2 * MIB), "2 MiB");
+        assert_eq!(bytes_text(1500), "1500 bytes");
+        assert_eq!(bytes_text(MIB + 1), "1048577 bytes");
+    }
 
     #[test]
     fn sizes_are_compact_json_lengths() {

@@ -41,6 +41,7 @@ mod store_conformance;
 mod store_hardening;
 mod tools;
 mod torture;
+mod value_limit;
 
 /// The allocator the `weft` binary installs: expressions evaluated in this process are held to
 /// their memory budget as they are there.

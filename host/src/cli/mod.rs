@@ -85,7 +85,9 @@ pub struct Cli {
     /// The largest run input accepted, in MiB.
     #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_input_mib: u64,
-    /// The largest value a step may return (output, payload, failure, each state patch), in MiB.
+    /// The largest value a run makes, in MiB: what a step returns (output, payload, failure,
+    /// each state patch) and what an expression yields (a map's value, a step's input). A run
+    /// keeps the limit it started with.
     #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_output_mib: u64,
     /// The largest a workflow file's state may grow by a step's patches, in MiB.

@@ -71,9 +71,12 @@ pub struct RuntimeConfig {
     /// The largest run input accepted, in bytes of compact JSON (default 2 MiB); also bounds
     /// the input a re-run gives its first step.
     pub max_input_bytes: u64,
-    /// The largest value an invocation may return — an output, suspend payload, bail value,
-    /// failure, or each state patch — in bytes (default 2 MiB). Over it the step fails with
-    /// `output-limit`, never retried.
+    /// The largest value a run makes, in bytes of compact JSON (default 2 MiB): what an
+    /// invocation returns (an output, suspend payload, bail value, failure, or each state
+    /// patch; over it the step fails with `output-limit`, never retried) and what an expression
+    /// yields (a `map`'s value, a step's input; over it the entry fails with
+    /// `expression-error`). A run keeps the limit it was started with, whichever process
+    /// resumes or recovers it.
     pub max_output_bytes: u64,
     /// The largest a workflow file's state may grow by an invocation's patches, in bytes
     /// (default 2 MiB). Over it the step fails with `output-limit` and its patches are dropped.
@@ -341,14 +344,6 @@ impl RuntimeConfig {
         SizeLimit {
             bytes: self.max_input_bytes,
             setting: "RuntimeConfig::max_input_bytes / --max-input-mib",
-        }
-    }
-
-    /// The limit on each value an invocation returns.
-    pub(crate) fn output_limit(&self) -> SizeLimit {
-        SizeLimit {
-            bytes: self.max_output_bytes,
-            setting: "RuntimeConfig::max_output_bytes / --max-output-mib",
         }
     }
 

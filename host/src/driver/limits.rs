@@ -1,12 +1,11 @@
 //! The driver's side of the value limits ([`crate::limits`]): an invocation's result is checked
-//! (size and depth) as it arrives, and the state it leaves behind before the transition is
+//! (size, against the run's own value limit, and depth) as it arrives, and the state it leaves behind before the transition is
 //! stored. A step over a limit fails with [`OUTPUT_LIMIT`], never retried, and its patches are
 //! dropped.
 
-use super::RuntimeConfig;
 use crate::engine::RunState;
 use crate::engine::invocation::{InvocationResult, StepFailure, StepOutcome};
-use crate::limits::{LimitError, check_depth, json_len};
+use crate::limits::{LimitError, SizeLimit, VALUES_SETTING, check_depth, json_len};
 
 /// The code of a step whose result or state breaks a limit; the plugin host uses it for results
 /// over a plugin's own `limits.max-output-mib` too.
@@ -20,9 +19,12 @@ pub(super) fn over_limit(path: &str, e: &LimitError) -> InvocationResult {
     }
 }
 
-/// The first value of `result` over a limit, if any.
-fn check(result: &InvocationResult, config: &RuntimeConfig) -> Result<(), LimitError> {
-    let limit = config.output_limit();
+/// The first value of `result` over the run's value limit of `bytes`, if any.
+fn check(result: &InvocationResult, bytes: u64) -> Result<(), LimitError> {
+    let limit = SizeLimit {
+        bytes,
+        setting: VALUES_SETTING,
+    };
     match &result.outcome {
         Ok(StepOutcome::Done(v)) => limit.check_value("its output", v)?,
         Ok(StepOutcome::Suspend { payload, labels }) => {
@@ -46,9 +48,10 @@ fn check(result: &InvocationResult, config: &RuntimeConfig) -> Result<(), LimitE
     Ok(())
 }
 
-/// Replaces `result` by an `output-limit` failure when a value in it is over a limit.
-pub(super) fn enforce(result: &mut InvocationResult, path: &str, config: &RuntimeConfig) {
-    if let Err(e) = check(result, config) {
+/// Replaces `result` by an `output-limit` failure when a value in it is over the run's value
+/// limit of `bytes` ([`RunState::value_limit`]) or too deep.
+pub(super) fn enforce(result: &mut InvocationResult, path: &str, bytes: u64) {
+    if let Err(e) = check(result, bytes) {
         *result = over_limit(path, &e);
     }
 }

@@ -84,6 +84,7 @@ impl Runtime {
         let now = self.now();
         let mut state = engine::new_run(&graph, new.run_id, input, now);
         state.tool_call_of = new.tool_call_of;
+        state.value_limit = self.inner.config.max_output_bytes;
         self.launch(state, graph, definition, workflow, now, then, new.fresh)
             .await
     }
@@ -150,7 +151,7 @@ impl Runtime {
             }
         };
         let now = self.now();
-        let state = engine::rerun::rerun(
+        let mut state = engine::rerun::rerun(
             &graph,
             engine::rerun::RerunRequest {
                 source: &src_state,
@@ -163,6 +164,9 @@ impl Runtime {
                 at: now,
             },
         )?;
+        // The source was folded under the limit it ran with; the new run makes its values
+        // under this runtime's.
+        state.value_limit = self.inner.config.max_output_bytes;
         self.launch(
             state,
             graph,

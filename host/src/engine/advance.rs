@@ -112,6 +112,7 @@ pub(crate) fn advance(
         records,
         next_token,
         cancelling,
+        value_limit,
         ..
     } = run;
     let mut cx = Cx {
@@ -124,6 +125,7 @@ pub(crate) fn advance(
         records,
         next_token,
         cancelling: *cancelling,
+        value_limit: *value_limit,
         inbox,
         fired,
         resume,

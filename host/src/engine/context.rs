@@ -97,6 +97,8 @@ pub(crate) struct Cx<'a> {
     pub(crate) inbox: Option<(u64, InvocationResult)>,
     /// The timer the event fired.
     pub(crate) fired: Option<u64>,
+    /// The most bytes a value the run makes may take ([`super::RunState::value_limit`]).
+    pub(crate) value_limit: u64,
     /// The steps a resume selected.
     pub(crate) resume: Option<Selection>,
     /// A recovery: issue again what was in flight.

@@ -180,19 +180,25 @@ impl Expr {
     }
 
     /// Every value the expression yields for `input`, or the first error it raises (an error
-    /// also when it runs out of its step budget or recurses too deeply).
-    pub fn eval(&self, input: &Value) -> Result<Vec<Value>, String> {
-        self.eval_within(input, step_budget())
+    /// also when it runs out of its step budget, recurses too deeply, or yields a value larger
+    /// than `value_limit` bytes of JSON: the run's [`super::RunState::value_limit`]).
+    pub fn eval(&self, input: &Value, value_limit: u64) -> Result<Vec<Value>, String> {
+        self.eval_within(input, step_budget(), value_limit)
     }
 
     /// [`Expr::eval`] with a budget of `steps` (at least 1) instead of the process-wide budget.
-    pub fn eval_within(&self, input: &Value, steps: u64) -> Result<Vec<Value>, String> {
+    pub fn eval_within(
+        &self,
+        input: &Value,
+        steps: u64,
+        value_limit: u64,
+    ) -> Result<Vec<Value>, String> {
         let compiled = self.compiled().map_err(|e| e.to_string())?;
         let filter = &compiled.filter;
         let steps = steps.max(1);
         let first = steps.min(budget::INLINE_STEPS);
         let bytes = memory_budget();
-        match budget::evaluate(filter, input, first, budget::INLINE_STACK, bytes) {
+        match budget::evaluate(filter, input, first, budget::INLINE_STACK, bytes, value_limit) {
             Err(Stop::Steps) if first < steps => {}
             Err(Stop::Stack) => {}
             done => return finish(done, steps),
@@ -205,7 +211,7 @@ impl Expr {
                 .stack_size(stack)
                 .spawn_scoped(s, || {
                     let stack = budget::guard_for(stack);
-                    let done = budget::evaluate(filter, input, steps, stack, bytes);
+                    let done = budget::evaluate(filter, input, steps, stack, bytes, value_limit);
                     finish(done, steps)
                 });
             match spawned {
@@ -220,8 +226,8 @@ impl Expr {
     }
 
     /// The one value the expression yields; none or several are an error (S40).
-    pub fn eval_one(&self, input: &Value) -> Result<Value, String> {
-        let mut values = self.eval(input)?;
+    pub fn eval_one(&self, input: &Value, value_limit: u64) -> Result<Value, String> {
+        let mut values = self.eval(input, value_limit)?;
         match values.len() {
             1 => Ok(values.remove(0)),
             0 => Err("expression yielded no value".into()),
@@ -230,8 +236,8 @@ impl Expr {
     }
 
     /// Whether the test holds: its first value is neither `false` nor `null` (S21, S32).
-    pub fn holds(&self, input: &Value) -> Result<bool, String> {
-        let values = self.eval(input)?;
+    pub fn holds(&self, input: &Value, value_limit: u64) -> Result<bool, String> {
+        let values = self.eval(input, value_limit)?;
         Ok(matches!(values.first(), Some(v) if !matches!(v, Value::Null | Value::Bool(false))))
     }
 }
@@ -273,6 +279,7 @@ fn compile(code: &str) -> Result<Filter, ExprError> {
 
 #[cfg(test)]
 mod tests {
+    const LIMIT: u64 = crate::limits::DEFAULT_MAX_VALUE_BYTES;
     use super::*;
     use serde_json::json;
 
@@ -280,45 +287,45 @@ mod tests {
     fn s40_map_yields_one_value_and_refuses_none_or_several() {
         let input = json!({"input": {"a": [1, 2]}, "steps": {"x": {"total": 3}}});
         let e = Expr::new("{ total: .steps.x.total, n: (.input.a | length) }");
-        assert_eq!(e.eval_one(&input), Ok(json!({"total": 3, "n": 2})));
-        assert!(Expr::new(".input.a[]").eval_one(&input).is_err());
-        assert!(Expr::new("empty").eval_one(&input).is_err());
+        assert_eq!(e.eval_one(&input, LIMIT), Ok(json!({"total": 3, "n": 2})));
+        assert!(Expr::new(".input.a[]").eval_one(&input, LIMIT).is_err());
+        assert!(Expr::new("empty").eval_one(&input, LIMIT).is_err());
     }
 
     #[test]
     fn s21_a_test_holds_unless_false_or_null() {
         let input = json!({"input": {"price": 1200, "flag": null}});
-        assert_eq!(Expr::new(".input.price > 1000").holds(&input), Ok(true));
-        assert_eq!(Expr::new(".input.flag").holds(&input), Ok(false));
-        assert_eq!(Expr::new(".input.price").holds(&input), Ok(true));
+        assert_eq!(Expr::new(".input.price > 1000").holds(&input, LIMIT), Ok(true));
+        assert_eq!(Expr::new(".input.flag").holds(&input, LIMIT), Ok(false));
+        assert_eq!(Expr::new(".input.price").holds(&input, LIMIT), Ok(true));
     }
 
     #[test]
     fn s23_an_error_is_an_error_unless_caught() {
         let input = json!({"input": {"a": "text"}});
-        assert!(Expr::new(".input.a.b > 3").holds(&input).is_err());
+        assert!(Expr::new(".input.a.b > 3").holds(&input, LIMIT).is_err());
         assert_eq!(
-            Expr::new("try (.input.a.b > 3) catch false").holds(&input),
+            Expr::new("try (.input.a.b > 3) catch false").holds(&input, LIMIT),
             Ok(false)
         );
     }
 
     #[test]
     fn has_is_jqs_for_negative_indices_and_a_huge_integer_passes_through() {
-        let yes_no = |src: &str| Expr::new(src).eval_one(&json!(null));
+        let yes_no = |src: &str| Expr::new(src).eval_one(&json!(null), LIMIT);
         assert_eq!(yes_no("[1] | has(-1)"), Ok(json!(false)));
         assert_eq!(yes_no("[1] | has(0)"), Ok(json!(true)));
         assert_eq!(yes_no("[1] | has(1)"), Ok(json!(false)));
         assert_eq!(yes_no(r#"{a: 1} | has("a"), has("b")"#).ok(), None);
         assert_eq!(
-            Expr::new(r#"{a: 1} | has("a"), has("b")"#).eval(&json!(null)),
+            Expr::new(r#"{a: 1} | has("a"), has("b")"#).eval(&json!(null), LIMIT),
             Ok(vec![json!(true), json!(false)])
         );
         let err = yes_no(r#""text" | has(0)"#).expect_err("a string has no keys");
         assert!(err.contains("cannot check whether"), "{err}");
         let input = json!({"input": {"id": 18446744073709551615u64}});
         assert_eq!(
-            Expr::new(".input.id").eval_one(&input),
+            Expr::new(".input.id").eval_one(&input, LIMIT),
             Ok(json!(18446744073709551615u64))
         );
     }
@@ -332,6 +339,7 @@ mod tests {
 
 #[cfg(test)]
 mod hardening_tests {
+    const LIMIT: u64 = crate::limits::DEFAULT_MAX_VALUE_BYTES;
     use super::*;
     use serde_json::json;
 
@@ -347,23 +355,23 @@ mod hardening_tests {
     #[test]
     fn a_long_chain_compiles_and_evaluates() {
         let src = vec!["1"; 2000].join("+");
-        assert_eq!(Expr::new(src).eval_one(&json!(null)), Ok(json!(2000)));
+        assert_eq!(Expr::new(src).eval_one(&json!(null), LIMIT), Ok(json!(2000)));
     }
 
     #[test]
     fn a_deep_value_is_an_error_not_a_crash() {
         let err = Expr::new("reduce range(100000) as $i (0; [.])")
-            .eval_one(&json!(null))
+            .eval_one(&json!(null), LIMIT)
             .expect_err("too deep");
         assert!(err.contains("nests deeper than 64 levels"), "{err}");
         let len = Expr::new("reduce range(100000) as $i (0; [.]) | length");
-        assert_eq!(len.eval_one(&json!(null)), Ok(json!(1)));
+        assert_eq!(len.eval_one(&json!(null), LIMIT), Ok(json!(1)));
     }
 
     #[test]
     fn deep_recursion_is_an_error_not_a_crash() {
         let err = Expr::new("def f: [f]; f")
-            .eval_one(&json!(null))
+            .eval_one(&json!(null), LIMIT)
             .expect_err("too deep");
         assert!(err.contains("recursed too deeply"), "{err}");
     }
@@ -371,7 +379,7 @@ mod hardening_tests {
     #[test]
     fn endless_expressions_run_out_of_steps() {
         for src in ["def f: f; f", "last(range(1e18))", "[repeat(1)]"] {
-            let err = Expr::new(src).eval(&json!(null)).expect_err(src);
+            let err = Expr::new(src).eval(&json!(null), LIMIT).expect_err(src);
             assert!(err.contains("steps"), "{src}: {err}");
         }
     }
@@ -384,14 +392,14 @@ mod hardening_tests {
             "reduce range(40) as $i ([1]; . + .)",
             r#"reduce range(40) as $i ("x"; [., .]) | tojson"#,
         ] {
-            let err = Expr::new(src).eval(&json!(null)).expect_err(src);
+            let err = Expr::new(src).eval(&json!(null), LIMIT).expect_err(src);
             assert!(err.contains("memory budget of 256 MiB"), "{src}: {err}");
             assert!(err.contains("--expr-memory-mib"), "{src}: {err}");
         }
         // Written out, values are measured first; within the budget they are written as jq does.
         assert_eq!(
             Expr::new(r#"[1, "a", {b: null}] | tojson, ("x" | tojson), ([2] | tostring)"#)
-                .eval(&json!(null)),
+                .eval(&json!(null), LIMIT),
             Ok(vec![
                 json!(r#"[1,"a",{"b":null}]"#),
                 json!(r#""x""#),
@@ -400,7 +408,7 @@ mod hardening_tests {
         );
         // Within the budget, the same doublings go on.
         assert_eq!(
-            Expr::new(r#"reduce range(20) as $i ("x"; . + .) | length"#).eval_one(&json!(null)),
+            Expr::new(r#"reduce range(20) as $i ("x"; . + .) | length"#).eval_one(&json!(null), LIMIT),
             Ok(json!(1 << 20))
         );
     }
@@ -413,10 +421,10 @@ mod hardening_tests {
             r#""0x10" | tonumber"#,
             r#""[1," | fromjson"#,
         ] {
-            let err = Expr::new(src).eval(&json!(null)).expect_err(src);
+            let err = Expr::new(src).eval(&json!(null), LIMIT).expect_err(src);
             assert!(err.contains("cannot parse"), "{src}: {err}");
         }
-        let values = Expr::new(r#""1 2 x 3" | try fromjson catch "bad""#).eval(&json!(null));
+        let values = Expr::new(r#""1 2 x 3" | try fromjson catch "bad""#).eval(&json!(null), LIMIT);
         assert_eq!(values, Ok(vec![json!(1), json!(2), json!("bad")]));
     }
 
@@ -427,7 +435,7 @@ mod hardening_tests {
             let err = e
                 .check()
                 .map_err(|e| e.to_string())
-                .and_then(|()| e.eval(&json!(null)).map(|v| format!("{v:?}")));
+                .and_then(|()| e.eval(&json!(null), LIMIT).map(|v| format!("{v:?}")));
             assert!(err.is_err(), "{src}: {err:?}");
         }
     }

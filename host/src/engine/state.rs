@@ -147,6 +147,16 @@ pub(crate) struct RunState {
     /// agent checks before it takes a run stored under its child's id for its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_of: Option<ToolCallOf>,
+    /// The most bytes of compact JSON any value the run makes may take (an invocation's
+    /// result, an expression's value): set from the runtime's setting when the run starts and
+    /// kept, so a run replays and resumes under the limit it ran with.
+    #[serde(default = "stored_before_value_limit")]
+    pub value_limit: u64,
+}
+
+/// [`RunState::value_limit`] of a state stored before runs kept their own.
+fn stored_before_value_limit() -> u64 {
+    crate::limits::STORED_BEFORE_VALUE_LIMIT
 }
 
 /// The workflow-tool call a child run was started by (S125).

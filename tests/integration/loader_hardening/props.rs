@@ -1631,7 +1631,7 @@ fn generated_expressions_compile_or_are_refused_and_end_within_their_budget() {
                 return Ok(());
             }
         }
-        match expr.eval_within(&context, EXPR_STEPS) {
+        match expr.eval_within(&context, EXPR_STEPS, 2 << 20) {
             Ok(values) => {
                 for value in values {
                     prop_assert!(depth(&value) <= MAX_VALUE_DEPTH, "too deep a value");

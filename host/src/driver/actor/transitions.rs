@@ -90,8 +90,9 @@ impl Actor {
         // against the value limits as it arrives.
         let mut ended = None;
         if let Event::StepEnded { token, result, .. } = &mut event {
+            let value_limit = self.state.value_limit;
             let path = self.in_flight.get(token).and_then(|f| {
-                limits::enforce(result, &f.path, &self.rt.inner.config);
+                limits::enforce(result, &f.path, value_limit);
                 let patched = result.outcome.is_ok() && !result.patches.is_empty();
                 patched.then(|| f.path.clone())
             });

@@ -141,6 +141,7 @@ pub(super) fn evaluate(
     steps: u64,
     stack: usize,
     bytes: u64,
+    value_limit: u64,
 ) -> Result<Result<Vec<Value>, String>, Stop> {
     let meter = Meter {
         steps: Cell::new(0),
@@ -159,7 +160,7 @@ pub(super) fn evaluate(
         let mut out = Vec::new();
         for item in filter.id.run((ctx, input)) {
             let value = item.map_err(super::describe::exception)?;
-            out.push(convert::from_val(&value)?);
+            out.push(convert::from_val(&value, value_limit)?);
         }
         Ok(out)
     };

@@ -9,9 +9,6 @@ pub use crate::limits::MAX_VALUE_DEPTH;
 /// How deep an expression's input may nest.
 const MAX_INPUT_DEPTH: usize = 512;
 
-/// How large (in bytes of JSON, roughly) a value an expression may yield.
-pub(super) const MAX_VALUE_BYTES: usize = 64 << 20;
-
 /// The expression's input as a jaq value.
 pub(super) fn to_val(v: &Value) -> Result<Val, String> {
     to_val_at(v, 0)
@@ -57,39 +54,63 @@ fn to_val_at(v: &Value, depth: usize) -> Result<Val, String> {
 }
 
 /// A value the expression yielded, as JSON; refused when deeper than [`MAX_VALUE_DEPTH`] or
-/// larger than [`MAX_VALUE_BYTES`].
-pub(super) fn from_val(v: &Val) -> Result<Value, String> {
-    let mut bytes = 0;
-    from_val_at(v, 0, &mut bytes)
+/// larger than `limit` bytes of JSON (the run's value limit, counted as the value is built, so
+/// an oversized value is never built whole).
+pub(super) fn from_val(v: &Val, limit: u64) -> Result<Value, String> {
+    let mut size = Size { bytes: 0, limit };
+    from_val_at(v, 0, &mut size)
 }
 
-fn from_val_at(v: &Val, depth: usize, bytes: &mut usize) -> Result<Value, String> {
+/// The bytes of JSON counted so far against a limit.
+struct Size {
+    bytes: u64,
+    limit: u64,
+}
+
+impl Size {
+    /// Counts `n` more bytes; an error past the limit.
+    fn grow(&mut self, n: usize) -> Result<(), String> {
+        self.bytes = self.bytes.saturating_add(n as u64);
+        if self.bytes > self.limit {
+            Err(format!(
+                "the expression's value is larger than the limit of {} on each value a run \
+                 makes (raise it with {})",
+                crate::limits::bytes_text(self.limit),
+                crate::limits::VALUES_SETTING
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn from_val_at(v: &Val, depth: usize, bytes: &mut Size) -> Result<Value, String> {
     if matches!(v, Val::Arr(_) | Val::Obj(_)) && depth >= MAX_VALUE_DEPTH {
         return Err(crate::limits::too_deep("the expression's value"));
     }
     Ok(match v {
         Val::Null => {
-            grow(bytes, 4)?;
+            bytes.grow(4)?;
             Value::Null
         }
         Val::Bool(b) => {
-            grow(bytes, 5)?;
+            bytes.grow(5)?;
             Value::Bool(*b)
         }
         Val::Num(_) => {
             let text = v.to_string();
-            grow(bytes, text.len())?;
+            bytes.grow(text.len())?;
             match serde_json::from_str::<Number>(&text) {
                 Ok(n) => Value::Number(n),
                 Err(_) => Value::Null,
             }
         }
         Val::TStr(b) | Val::BStr(b) => {
-            grow(bytes, b.len() + 2)?;
+            bytes.grow(b.len() + 2)?;
             Value::String(String::from_utf8_lossy(b).into_owned())
         }
         Val::Arr(a) => {
-            grow(bytes, a.len() + 2)?;
+            bytes.grow(a.len() + 2)?;
             let mut out = Vec::with_capacity(a.len());
             for item in a.iter() {
                 out.push(from_val_at(item, depth + 1, bytes)?);
@@ -97,7 +118,7 @@ fn from_val_at(v: &Val, depth: usize, bytes: &mut usize) -> Result<Value, String
             Value::Array(out)
         }
         Val::Obj(o) => {
-            grow(bytes, o.len() * 2 + 2)?;
+            bytes.grow(o.len() * 2 + 2)?;
             let mut m = Map::new();
             for (k, v) in o.iter() {
                 let key = match k {
@@ -109,7 +130,7 @@ fn from_val_at(v: &Val, depth: usize, bytes: &mut usize) -> Result<Value, String
                         ));
                     }
                 };
-                grow(bytes, key.len() + 2)?;
+                bytes.grow(key.len() + 2)?;
                 m.insert(key, from_val_at(v, depth + 1, bytes)?);
             }
             Value::Object(m)
@@ -117,34 +138,23 @@ fn from_val_at(v: &Val, depth: usize, bytes: &mut usize) -> Result<Value, String
     })
 }
 
-/// Counts `n` more bytes of JSON; an error past [`MAX_VALUE_BYTES`].
-fn grow(bytes: &mut usize, n: usize) -> Result<(), String> {
-    *bytes = bytes.saturating_add(n);
-    if *bytes > MAX_VALUE_BYTES {
-        Err(format!(
-            "the expression's value is larger than {} MiB",
-            MAX_VALUE_BYTES >> 20
-        ))
-    } else {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
+    const LIMIT: u64 = crate::limits::DEFAULT_MAX_VALUE_BYTES;
+
     #[test]
     fn values_round_trip() {
         let v = json!({"a": [1, 2.5, "x", null, true, {"b": {}}], "n": -3});
-        assert_eq!(to_val(&v).and_then(|x| from_val(&x)), Ok(v));
+        assert_eq!(to_val(&v).and_then(|x| from_val(&x, LIMIT)), Ok(v));
     }
 
     #[test]
     fn integers_beyond_i64_pass_through_exactly() {
         let v = json!({"big": 18446744073709551615u64, "past": 9223372036854775808u64});
-        assert_eq!(to_val(&v).and_then(|x| from_val(&x)), Ok(v));
+        assert_eq!(to_val(&v).and_then(|x| from_val(&x, LIMIT)), Ok(v));
     }
 
     #[test]
@@ -158,9 +168,19 @@ mod tests {
         for _ in 0..MAX_VALUE_DEPTH {
             val = [val].into_iter().collect();
         }
-        assert!(from_val(&val).is_ok(), "the limit itself is accepted");
+        assert!(from_val(&val, LIMIT).is_ok(), "the limit itself is accepted");
         let val: Val = [val].into_iter().collect();
-        let err = from_val(&val).expect_err("too deep");
+        let err = from_val(&val, LIMIT).expect_err("too deep");
         assert!(err.contains("nests deeper than 64 levels"), "{err}");
+    }
+
+    #[test]
+    fn a_value_over_the_limit_is_refused_naming_it_and_its_setting() {
+        let v = json!({"s": "x".repeat(100)});
+        let val = to_val(&v).expect("converts");
+        assert_eq!(from_val(&val, 200), Ok(v.clone()));
+        let err = from_val(&val, 50).expect_err("over the limit");
+        assert!(err.contains("larger than the limit of 50 bytes"), "{err}");
+        assert!(err.contains("--max-output-mib"), "{err}");
     }
 }

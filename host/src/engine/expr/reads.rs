@@ -280,6 +280,7 @@ fn plain<'a>(term: &Term<&'a str>) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
+    const LIMIT: u64 = crate::limits::DEFAULT_MAX_VALUE_BYTES;
     use super::*;
     use crate::engine::expr::Expr;
     use serde_json::{Map, json};
@@ -404,7 +405,7 @@ mod tests {
                 .filter_map(|(k, v)| Some((k.clone(), reads.field(k).pick(v)?)))
                 .collect();
             let e = Expr::new(src);
-            assert_eq!(e.eval(&full), e.eval(&Value::Object(picked)), "{src}");
+            assert_eq!(e.eval(&full, LIMIT), e.eval(&Value::Object(picked), LIMIT), "{src}");
         }
     }
 }

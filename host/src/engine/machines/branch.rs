@@ -47,7 +47,7 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
         let mut taken = Vec::with_capacity(arms.len());
         for arm in arms {
             let arm_entry = graph.entry(arm.entry);
-            match arm.when.holds(&input) {
+            match arm.when.holds(&input, cx.value_limit) {
                 Ok(true) => taken.push(Some(Node::new(arm.entry, node.input.clone()))),
                 Ok(false) => taken.push(None),
                 Err(e) => {

@@ -89,7 +89,7 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
         let mut input = cx.expr_input(&f, &node.input, &test.reads());
         input["output"] = Value::clone(&out);
         input["iteration"] = json!(n);
-        let holds = match test.holds(&input) {
+        let holds = match test.holds(&input, cx.value_limit) {
             Ok(h) => h,
             Err(e) => {
                 transition!("loop", "test-error");

@@ -22,7 +22,7 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
     };
     start_block(node, entry, frame, cx);
     let input = cx.expr_input(frame, &node.input, &expr.reads());
-    let end = match expr.eval_one(&input) {
+    let end = match expr.eval_one(&input, cx.value_limit) {
         Ok(v) => {
             transition!("map", "value");
             End::Success(v.into())

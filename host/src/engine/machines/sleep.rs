@@ -37,7 +37,7 @@ pub(crate) fn drive(node: &mut Node, entry: &EntryDef, frame: &Frame, cx: &mut C
             (Some(ms), _) => Ok(cx.now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))),
             (None, Some(expr)) => {
                 let input = cx.expr_input(frame, &node.input, &expr.reads());
-                expr.eval_one(&input).and_then(|v| match v {
+                expr.eval_one(&input, cx.value_limit).and_then(|v| match v {
                     Value::String(s) => chrono::DateTime::parse_from_rfc3339(&s)
                         .map(|d| d.timestamp_millis())
                         .map_err(|e| format!("`{s}` is not an RFC 3339 instant: {e}")),

@@ -71,7 +71,7 @@ pub(crate) fn drive_with(
         let mut made = None;
         if let Some(expr) = def.input.as_ref().filter(|_| !node.made) {
             let scope = cx.expr_input(frame, &node.input, &expr.reads());
-            match expr.eval_one(&scope) {
+            match expr.eval_one(&scope, cx.value_limit) {
                 Ok(v) => node.input = v.into(),
                 Err(e) => made = Some(format!("step {}: input: {e}", entry.path)),
             }

@@ -126,7 +126,7 @@ fn start(node: &mut Node, entry: &EntryDef, def: &AgentDef, frame: &Frame, cx: &
     let mut made = Ok(());
     if let Some(expr) = def.input.as_ref().filter(|_| !node.made) {
         let scope = cx.expr_input(frame, &node.input, &expr.reads());
-        match expr.eval_one(&scope) {
+        match expr.eval_one(&scope, cx.value_limit) {
             Ok(v) => node.input = v.into(),
             Err(e) => {
                 made = Err((
