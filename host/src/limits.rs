@@ -25,6 +25,10 @@ pub(crate) const MIB: u64 = 1 << 20;
 /// limits.
 pub(crate) const DEFAULT_MAX_VALUE_BYTES: u64 = 2 * MIB;
 
+/// The default of the most bytes of records one run may write in all: 512 MiB. A loop of a
+/// million map iterations writes about 100 MB; a run past this is runaway, not work.
+pub(crate) const DEFAULT_MAX_RUN_BYTES: u64 = 512 * MIB;
+
 /// The setting of the one limit on every value a run makes and stores: what an invocation
 /// returns and what an expression yields (a `map`'s value, a step's or an agent's input, a
 /// sleep's duration). A run keeps the limit it started with ([`crate::engine::RunState`]'s
@@ -37,7 +41,7 @@ pub(crate) const STORED_BEFORE_VALUE_LIMIT: u64 = 64 * MIB;
 
 /// `bytes` as a reader takes it in: whole MiB as such (`2 MiB`), else bytes (`1500 bytes`).
 pub(crate) fn bytes_text(bytes: u64) -> String {
-    if bytes >= MIB && bytes % MIB == 0 {
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
     } else {
         format!("{bytes} bytes")

@@ -519,6 +519,21 @@ fn s51_s52_retry_numbers_out_of_range_are_refused() {
 }
 
 #[test]
+fn runaway_counts_are_refused_at_load() {
+    assert_refused(
+        &kit_file("", "    retry: { attempts: 4294967295 }\n"),
+        "retry:",
+        "retry.attempts is 4294967295; at most 1000 are allowed",
+    );
+    let spin = "id: spin\nsteps:\n  - loop:\n      id: l\n      do-until: 'false'\n      max-iterations: 1000000000\n      do: { map: { id: m, expr: '.' } }\n";
+    assert_refused(
+        spin,
+        "id: l",
+        "loop l: max-iterations is 1000000000; at most 1000000 are allowed",
+    );
+}
+
+#[test]
 fn limits_and_grants_of_the_wrong_shape_or_range_are_refused() {
     for (plugin, message) in [
         ("    limits: [1, 2]\n", "`limits` must be a mapping"),

@@ -32,6 +32,7 @@ mod plugin;
 mod plugin_host;
 mod rerun;
 mod rules;
+mod run_limits;
 mod sequence;
 mod server;
 mod server_api;
@@ -41,7 +42,6 @@ mod store_conformance;
 mod store_hardening;
 mod tools;
 mod torture;
-mod value_limit;
 
 /// The allocator the `weft` binary installs: expressions evaluated in this process are held to
 /// their memory budget as they are there.

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::driver::{Runtime, RuntimeConfig, RuntimeError};
 use crate::engine::expr::{DEFAULT_MEMORY_BUDGET, DEFAULT_STEP_BUDGET};
-use crate::limits::{DEFAULT_MAX_VALUE_BYTES, MIB};
+use crate::limits::{DEFAULT_MAX_RUN_BYTES, DEFAULT_MAX_VALUE_BYTES, MIB};
 use crate::models::{
     DEFAULT_MODEL_MAX_EVENTS, DEFAULT_MODEL_MAX_LINE_KIB, DEFAULT_MODEL_TIMEOUT_MS, ModelConfig,
 };
@@ -96,6 +96,10 @@ pub struct Cli {
     /// The largest resume data accepted, in MiB.
     #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_resume_mib: u64,
+    /// The most records one run may write in all, in MiB: past it the run is stopped and
+    /// fails with `run-limit`.
+    #[arg(long, global = true, default_value_t = DEFAULT_MAX_RUN_BYTES / MIB)]
+    pub max_run_mib: u64,
     /// The memory the plugins' guests of this process may hold at once, in MiB: each invocation
     /// reserves its `limits.memory-mib` and waits while the rest is in use (default: half the
     /// machine's memory, 8 GiB where it cannot be read).
@@ -160,6 +164,7 @@ impl Cli {
             max_output_bytes: self.max_output_mib.saturating_mul(MIB),
             max_state_bytes: self.max_state_mib.saturating_mul(MIB),
             max_resume_bytes: self.max_resume_mib.saturating_mul(MIB),
+            max_run_bytes: self.max_run_mib.saturating_mul(MIB),
             expr_steps: self.expr_steps,
             expr_memory_bytes: self.expr_memory_mib.saturating_mul(MIB),
             models: ModelConfig {

@@ -163,6 +163,8 @@ pub(crate) struct SnapshotOut<'a> {
     pub covers: RecordKey,
     /// The state.
     pub state: &'a RunState,
+    /// The bytes of the run's records up to `covers`, all of them ([`crate::driver::RuntimeConfig::max_run_bytes`]).
+    pub written: u64,
 }
 
 /// A snapshot as read back.
@@ -172,6 +174,11 @@ pub(crate) struct SnapshotIn {
     pub covers: RecordKey,
     /// The state.
     pub state: RunState,
+    /// The bytes of the run's records up to `covers`; 0 in a snapshot written before it was
+    /// kept (the count then starts from that snapshot) and in the last one of a run weft
+    /// could not read (it has ended).
+    #[serde(default)]
+    pub written: u64,
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::{Clock, SystemClock};
 use crate::engine::expr::{DEFAULT_MEMORY_BUDGET, DEFAULT_STEP_BUDGET};
-use crate::limits::{DEFAULT_MAX_VALUE_BYTES, SizeLimit};
+use crate::limits::{DEFAULT_MAX_RUN_BYTES, DEFAULT_MAX_VALUE_BYTES, SizeLimit};
 use crate::models::ModelConfig;
 use crate::plugin::HostConfig;
 
@@ -83,6 +83,11 @@ pub struct RuntimeConfig {
     pub max_state_bytes: u64,
     /// The largest resume data accepted, in bytes (default 2 MiB).
     pub max_resume_bytes: u64,
+    /// The most bytes of records (orchestration events, the events they emit, what steps
+    /// write) one run may store in all (default 512 MiB). A run past it is stopped: what is
+    /// under way is cancelled and the run ends `failed` with `run-limit`, so a loop or retry
+    /// policy gone wrong cannot fill the disk.
+    pub max_run_bytes: u64,
     /// The most steps one jq expression may take before it fails with `expression-error`
     /// (default 500,000, at least 1). [`Runtime::open`](super::Runtime::open) applies it: the
     /// budget is process-wide, so when one process opens several runtimes, the last one opened
@@ -199,6 +204,7 @@ impl Default for RuntimeConfig {
             max_output_bytes: DEFAULT_MAX_VALUE_BYTES,
             max_state_bytes: DEFAULT_MAX_VALUE_BYTES,
             max_resume_bytes: DEFAULT_MAX_VALUE_BYTES,
+            max_run_bytes: DEFAULT_MAX_RUN_BYTES,
             expr_steps: DEFAULT_STEP_BUDGET,
             expr_memory_bytes: DEFAULT_MEMORY_BUDGET,
             crash_after_commits: None,
@@ -306,6 +312,12 @@ impl RuntimeConfig {
     /// Sets [`RuntimeConfig::max_input_bytes`].
     pub fn with_max_input_bytes(mut self, bytes: u64) -> Self {
         self.max_input_bytes = bytes;
+        self
+    }
+
+    /// Sets [`RuntimeConfig::max_run_bytes`].
+    pub fn with_max_run_bytes(mut self, bytes: u64) -> Self {
+        self.max_run_bytes = bytes;
         self
     }
 

@@ -27,17 +27,24 @@ impl Runtime {
             .definition(run_id)?
             .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
         let graph = self.inner.graphs.of(run_id, definition)?;
-        let (mut state, mut last, from, snapshot_len) = match store.snapshot(run_id)? {
+        let (mut state, mut last, from, snapshot_len, written) = match store.snapshot(run_id)? {
             Some(bytes) => {
                 let snap = checked::snapshot(run_id, &bytes, &graph)?;
                 let (seq, sub) = snap.covers;
-                (snap.state, Some(snap.covers), (seq, sub + 1), bytes.len())
+                let covers = Some(snap.covers);
+                (
+                    snap.state,
+                    covers,
+                    (seq, sub + 1),
+                    bytes.len(),
+                    snap.written,
+                )
             }
             None => {
                 let base = store
                     .base(run_id)?
                     .ok_or_else(|| RuntimeError::UnknownRun(run_id.into()))?;
-                (checked::base(run_id, &base, &graph)?, None, (0, 0), 0)
+                (checked::base(run_id, &base, &graph)?, None, (0, 0), 0, 0)
             }
         };
         let stored = store.records(run_id, from)?;
@@ -59,6 +66,7 @@ impl Runtime {
             next_sub,
             since_snapshot,
             snapshot_len,
+            written: written.saturating_add(since_snapshot as u64),
             // The run's last change is when its last stored events were stamped, or later.
             last_event_at: state.updated_at,
         };

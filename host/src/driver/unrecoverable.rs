@@ -123,6 +123,8 @@ impl Runtime {
                 let snapshot = serde_json::to_vec(&SnapshotOut {
                     covers: at,
                     state: &state,
+                    // Unknown, its records unread; the run has ended and writes no more.
+                    written: 0,
                 })
                 .map_err(|e| encode_failed(run_id, e))?;
                 store.append(run_id, at, &record).map_err(failed)?;

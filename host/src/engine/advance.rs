@@ -69,7 +69,7 @@ pub(crate) fn advance(
             }));
             resume = Some(selection);
         }
-        Event::Cancel { .. } => {
+        Event::Cancel { failure, .. } => {
             if run.status.is_ended() {
                 return Err(Refusal::AlreadyEnded {
                     run: run.run_id.clone(),
@@ -80,6 +80,7 @@ pub(crate) fn advance(
                 return Ok(Vec::new());
             }
             run.cancelling = true;
+            run.stopped = failure;
             if run.status == RunStatus::Suspended {
                 // Nothing runs: the drive pass below ends every suspended step (S76).
                 run.status = RunStatus::Running;

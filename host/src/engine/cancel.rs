@@ -96,7 +96,11 @@ pub(crate) mod tests {
             .on("a", [Answer::Hold])
             .started();
         let token = *sim.in_flight_tokens().iter().next().expect("a runs");
-        sim.feed(Event::Cancel { at: sim.now }).expect("accepted");
+        sim.feed(Event::Cancel {
+            at: sim.now,
+            failure: None,
+        })
+        .expect("accepted");
         assert_eq!(sim.aborted, [token]);
         assert_eq!(
             sim.status(),
@@ -157,7 +161,11 @@ pub(crate) mod tests {
             [60_000, 60_000],
             "the sleep and the retry wait"
         );
-        sim.feed(Event::Cancel { at: sim.now }).expect("accepted");
+        sim.feed(Event::Cancel {
+            at: sim.now,
+            failure: None,
+        })
+        .expect("accepted");
         assert_eq!(sim.status(), RunStatus::Cancelled, "no timer needed");
         assert_eq!(sim.record("p.z").status, StepStatus::Cancelled);
         assert_eq!(sim.record("p.a").status, StepStatus::Cancelled);
@@ -327,10 +335,43 @@ pub(crate) mod tests {
         .on("p.a", [fail("x")]);
         sim.feed(Event::Start { at: sim.now }).expect("started");
         sim.drain();
-        sim.feed(Event::Cancel { at: sim.now }).expect("accepted");
+        sim.feed(Event::Cancel {
+            at: sim.now,
+            failure: None,
+        })
+        .expect("accepted");
         let events: Vec<String> = step_cancelled(&sim).into_iter().map(|(p, ..)| p).collect();
         assert_eq!(events, ["p.z", "p.a", "p"]);
         one_event_per_cancelled_record(&sim);
+    }
+
+    #[test]
+    fn a_run_the_host_stops_ends_failed_with_its_reason_once_its_steps_have_ended() {
+        let mut sim = Sim::new(file("w", vec![step("a"), step("b")]), json!({}))
+            .on("a", [Answer::Hold])
+            .started();
+        let token = *sim.in_flight_tokens().iter().next().expect("a runs");
+        let failure = super::super::ErrorInfo {
+            message: "run wrote too much".into(),
+            code: "run-limit".into(),
+            step: "a".into(),
+            details: None,
+            foreach_index: None,
+            iteration: None,
+        };
+        sim.feed(Event::Cancel {
+            at: sim.now,
+            failure: Some(failure.clone()),
+        })
+        .expect("accepted");
+        assert_eq!(sim.aborted, [token]);
+        assert_eq!(sim.status(), RunStatus::Running, "a has not returned");
+        sim.answer("a", None, done(json!("late")));
+        assert_eq!(sim.status(), RunStatus::Failed);
+        assert_eq!(sim.run.error.as_ref(), Some(&failure));
+        assert_eq!(sim.record("a").status, StepStatus::Cancelled);
+        assert!(sim.calls_to("b").is_empty(), "nothing new starts");
+        assert_eq!(sim.kinds().last(), Some(&EventKind::RunFailed));
     }
 
     /// Every test above, by name.
@@ -344,5 +385,6 @@ pub(crate) mod tests {
         s76_s77_a_running_step_cancelled_when_its_invocation_returns_gets_step_cancelled,
         s74_steps_cancelled_because_a_sibling_failed_get_step_cancelled_before_the_run_ends,
         s76_sleeps_retry_waits_and_their_blocks_get_step_cancelled,
+        a_run_the_host_stops_ends_failed_with_its_reason_once_its_steps_have_ended,
     ];
 }

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::invocation::InvocationResult;
+use super::records::ErrorInfo;
 use super::schema::Violation;
 use super::state::RunStatus;
 use super::time::Millis;
@@ -40,10 +41,14 @@ pub(crate) enum Event {
         /// Now.
         at: Millis,
     },
-    /// Cancel the run.
+    /// Cancel the run; with `failure`, the host stops it (a run over the bytes it may write)
+    /// and it ends `failed` with that error instead of `cancelled`.
     Cancel {
         /// Now.
         at: Millis,
+        /// Why the host stopped the run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<ErrorInfo>,
     },
     /// The process that drove the run died: issue again what was in flight (S102, S103).
     Recover {
@@ -60,7 +65,7 @@ impl Event {
             | Self::StepEnded { at, .. }
             | Self::TimerFired { at, .. }
             | Self::Resume { at, .. }
-            | Self::Cancel { at }
+            | Self::Cancel { at, .. }
             | Self::Recover { at } => *at,
         }
     }

@@ -198,7 +198,14 @@ impl Expr {
         let steps = steps.max(1);
         let first = steps.min(budget::INLINE_STEPS);
         let bytes = memory_budget();
-        match budget::evaluate(filter, input, first, budget::INLINE_STACK, bytes, value_limit) {
+        match budget::evaluate(
+            filter,
+            input,
+            first,
+            budget::INLINE_STACK,
+            bytes,
+            value_limit,
+        ) {
             Err(Stop::Steps) if first < steps => {}
             Err(Stop::Stack) => {}
             done => return finish(done, steps),
@@ -295,7 +302,10 @@ mod tests {
     #[test]
     fn s21_a_test_holds_unless_false_or_null() {
         let input = json!({"input": {"price": 1200, "flag": null}});
-        assert_eq!(Expr::new(".input.price > 1000").holds(&input, LIMIT), Ok(true));
+        assert_eq!(
+            Expr::new(".input.price > 1000").holds(&input, LIMIT),
+            Ok(true)
+        );
         assert_eq!(Expr::new(".input.flag").holds(&input, LIMIT), Ok(false));
         assert_eq!(Expr::new(".input.price").holds(&input, LIMIT), Ok(true));
     }
@@ -355,7 +365,10 @@ mod hardening_tests {
     #[test]
     fn a_long_chain_compiles_and_evaluates() {
         let src = vec!["1"; 2000].join("+");
-        assert_eq!(Expr::new(src).eval_one(&json!(null), LIMIT), Ok(json!(2000)));
+        assert_eq!(
+            Expr::new(src).eval_one(&json!(null), LIMIT),
+            Ok(json!(2000))
+        );
     }
 
     #[test]
@@ -408,7 +421,8 @@ mod hardening_tests {
         );
         // Within the budget, the same doublings go on.
         assert_eq!(
-            Expr::new(r#"reduce range(20) as $i ("x"; . + .) | length"#).eval_one(&json!(null), LIMIT),
+            Expr::new(r#"reduce range(20) as $i ("x"; . + .) | length"#)
+                .eval_one(&json!(null), LIMIT),
             Ok(json!(1 << 20))
         );
     }

@@ -143,6 +143,7 @@ pub(crate) fn rerun(graph: &Graph, req: RerunRequest<'_>) -> Result<RunState, Re
     state.created_at = req.at;
     state.updated_at = req.at;
     state.cancelling = false;
+    state.stopped = None;
     state.result = None;
     state.error = None;
     state.tripwire = None;

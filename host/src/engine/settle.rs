@@ -40,7 +40,8 @@ pub(crate) fn settle_run(run: &mut RunState, graph: &Graph, cmds: &mut Vec<Comma
         }
         Phase::Done(end) => {
             let end = if run.cancelling {
-                End::Cancelled
+                // Stopped by the host: failed with its reason; else cancelled.
+                run.stopped.clone().map_or(End::Cancelled, End::Failed)
             } else {
                 end.clone()
             };

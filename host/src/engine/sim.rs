@@ -718,7 +718,10 @@ impl Sim {
 
     /// Cancels the run and settles.
     pub(crate) fn cancel(&mut self) -> Result<(), Refusal> {
-        self.feed(Event::Cancel { at: self.now })?;
+        self.feed(Event::Cancel {
+            at: self.now,
+            failure: None,
+        })?;
         self.settle();
         Ok(())
     }

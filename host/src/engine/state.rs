@@ -152,6 +152,10 @@ pub(crate) struct RunState {
     /// kept, so a run replays and resumes under the limit it ran with.
     #[serde(default = "stored_before_value_limit")]
     pub value_limit: u64,
+    /// Set with [`RunState::cancelling`] when the host stopped the run: the error it ends
+    /// `failed` with once what was under way has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<ErrorInfo>,
 }
 
 /// [`RunState::value_limit`] of a state stored before runs kept their own.

@@ -13,6 +13,10 @@ pub(crate) const MAX_RETRY_DELAY_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 /// times at most, so a careless count cannot have one run write without end (issue 53).
 pub(crate) const MAX_RETRY_ATTEMPTS: u32 = 1_000;
 
+/// The most `max-iterations` of a loop: a loop of a million iterations writes about 100 MB of
+/// records; a larger count is a runaway guard in name only (issue 53).
+pub(crate) const MAX_LOOP_ITERATIONS: u32 = 1_000_000;
+
 /// The largest `limits.memory-mib` and `limits.max-output-mib`: 64 GiB.
 pub(crate) const MAX_LIMIT_MIB: u64 = 65_536;
 

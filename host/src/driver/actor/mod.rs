@@ -154,6 +154,8 @@ pub(crate) struct Position {
     pub since_snapshot: usize,
     /// The size of the last snapshot; 0 when there is none.
     pub snapshot_len: usize,
+    /// The bytes of all the run's records ([`crate::driver::RuntimeConfig::max_run_bytes`]).
+    pub written: u64,
     /// The latest instant an event was stamped with here: the events of a record never bear an
     /// earlier one, so `at` never decreases along `seq` (an invocation's writes are stamped
     /// when staged, a transition with the instant of what it records, which may be earlier).
@@ -167,6 +169,7 @@ impl Position {
         next_sub: 0,
         since_snapshot: 0,
         snapshot_len: 0,
+        written: 0,
         last_event_at: 0,
     };
 }
@@ -446,7 +449,12 @@ impl Actor {
                 }
             }
             Msg::Cancel(reply) => {
-                let r = self.apply(Event::Cancel { at: self.rt.now() }).await;
+                let r = self
+                    .apply(Event::Cancel {
+                        at: self.rt.now(),
+                        failure: None,
+                    })
+                    .await;
                 let _ = reply.send(r);
             }
             Msg::Watched => {

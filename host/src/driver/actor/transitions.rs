@@ -17,6 +17,10 @@ use crate::executor::GuestEvent;
 use crate::limits::LimitError;
 use crate::store::StoreError;
 
+/// The code of a run stopped for writing more than it may
+/// ([`RuntimeConfig::max_run_bytes`](crate::driver::RuntimeConfig)).
+const RUN_LIMIT: &str = "run-limit";
+
 /// When staged transitions may take effect before their sync ([`Actor::commit`]).
 #[derive(Clone, Copy)]
 pub(super) enum Defer {
@@ -33,9 +37,11 @@ pub(super) enum Defer {
     UntilSettled,
 }
 
-/// A transition stored but not yet durable: what it emitted, and the commands it asks for.
+/// A transition stored but not yet durable: what it emitted, and the commands it asks for
+/// (with the stop that followed it, when it took the run past the bytes it may write: two
+/// records).
 pub(super) struct Staged {
-    stored: NewEvents,
+    stored: Vec<NewEvents>,
     effects: Vec<Command>,
     /// The run's status changed: waiters are told, once it is durable.
     status_changed: bool,
@@ -83,8 +89,56 @@ impl Actor {
     }
 
     /// Advances the state by `event` and appends its record; what it emitted and the commands
-    /// to carry out once it is durable.
-    pub(super) fn stage(&mut self, mut event: Event) -> Result<Staged, RuntimeError> {
+    /// to carry out once it is durable. When the run's records are now past
+    /// [`RuntimeConfig::max_run_bytes`](crate::driver::RuntimeConfig), the run is stopped too
+    /// ([`Actor::over_run_limit`]), in a record of its own.
+    pub(super) fn stage(&mut self, event: Event) -> Result<Staged, RuntimeError> {
+        let at = event.at();
+        let mut staged = self.stage_event(event)?;
+        if let Some(stop) = self.over_run_limit(at) {
+            let stopped = self.stage_event(stop)?;
+            staged.stored.extend(stopped.stored);
+            staged.effects.extend(stopped.effects);
+            staged.status_changed |= stopped.status_changed;
+        }
+        Ok(staged)
+    }
+
+    /// The stop of a run whose records are past the bytes it may write, unless it is stopping
+    /// or has ended already: a cancel that ends it `failed` with `run-limit`.
+    fn over_run_limit(&self, at: engine::Millis) -> Option<Event> {
+        let limit = self.rt.inner.config.max_run_bytes;
+        if self.at.written <= limit || self.state.cancelling || self.state.status.is_ended() {
+            return None;
+        }
+        let step = self
+            .state
+            .records
+            .keys()
+            .last()
+            .cloned()
+            .unwrap_or_default();
+        Some(Event::Cancel {
+            at,
+            failure: Some(engine::ErrorInfo {
+                message: format!(
+                    "run {} stopped: its records take {} bytes, past the {} one run may write \
+                     (raise it with --max-run-mib or RuntimeConfig::max_run_bytes)",
+                    self.state.run_id,
+                    self.at.written,
+                    crate::limits::bytes_text(limit)
+                ),
+                code: RUN_LIMIT.into(),
+                step,
+                details: None,
+                foreach_index: None,
+                iteration: None,
+            }),
+        })
+    }
+
+    /// [`Actor::stage`] of one event.
+    fn stage_event(&mut self, mut event: Event) -> Result<Staged, RuntimeError> {
         // The invocation that ended, with its step's path when it succeeded with state
         // patches (they may have grown the state over the limit); its result is checked
         // against the value limits as it arrives.
@@ -129,7 +183,7 @@ impl Actor {
         }
         self.rt.inner.metrics.transition();
         Ok(Staged {
-            stored,
+            stored: vec![stored],
             effects,
             status_changed,
         })
@@ -190,8 +244,10 @@ impl Actor {
         let mut effects = Vec::new();
         let mut status_changed = false;
         for s in staged {
-            self.unpublished
-                .push(s.stored, &self.state.run_id, &self.events);
+            for stored in s.stored {
+                self.unpublished
+                    .push(stored, &self.state.run_id, &self.events);
+            }
             effects.extend(s.effects);
             status_changed |= s.status_changed;
         }
@@ -273,6 +329,7 @@ impl Actor {
         codec::end_record(&mut bytes, &stored.written())
             .map_err(|e| encode_failed(&self.state.run_id, e))?;
         self.record_len = bytes.len();
+        let written = self.at.written.saturating_add(bytes.len() as u64);
         let rt = &self.rt;
         let min = rt.inner.config.snapshot_min_bytes;
         let ratio = rt.inner.config.snapshot_ratio.max(1);
@@ -282,6 +339,7 @@ impl Actor {
                 serde_json::to_vec(&SnapshotOut {
                     covers: at,
                     state: &self.state,
+                    written,
                 })
                 .map_err(|e| encode_failed(&self.state.run_id, e))?,
             )
@@ -299,6 +357,7 @@ impl Actor {
                 new_summary.as_ref(),
             )
             .map_err(|e| rt.write_failed(e))?;
+        self.at.written = written;
         match snap {
             Some(snap) => {
                 self.at.since_snapshot = 0;

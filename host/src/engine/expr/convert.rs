@@ -168,7 +168,10 @@ mod tests {
         for _ in 0..MAX_VALUE_DEPTH {
             val = [val].into_iter().collect();
         }
-        assert!(from_val(&val, LIMIT).is_ok(), "the limit itself is accepted");
+        assert!(
+            from_val(&val, LIMIT).is_ok(),
+            "the limit itself is accepted"
+        );
         let val: Val = [val].into_iter().collect();
         let err = from_val(&val, LIMIT).expect_err("too deep");
         assert!(err.contains("nests deeper than 64 levels"), "{err}");

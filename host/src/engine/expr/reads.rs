@@ -405,7 +405,11 @@ mod tests {
                 .filter_map(|(k, v)| Some((k.clone(), reads.field(k).pick(v)?)))
                 .collect();
             let e = Expr::new(src);
-            assert_eq!(e.eval(&full, LIMIT), e.eval(&Value::Object(picked), LIMIT), "{src}");
+            assert_eq!(
+                e.eval(&full, LIMIT),
+                e.eval(&Value::Object(picked), LIMIT),
+                "{src}"
+            );
         }
     }
 }

@@ -656,7 +656,11 @@ pub(crate) mod tests {
         let mut sim = Sim::new(file("w", vec![step("a")]), json!({}))
             .on("a", [Answer::Hold])
             .started();
-        sim.feed(Event::Cancel { at: sim.now }).expect("accepted");
+        sim.feed(Event::Cancel {
+            at: sim.now,
+            failure: None,
+        })
+        .expect("accepted");
         assert_eq!(sim.status(), RunStatus::Running, "a has not returned");
         sim.crash_and_recover();
         assert_eq!(sim.status(), RunStatus::Cancelled);

@@ -128,6 +128,20 @@ impl Builder<'_> {
                 ));
             }
         };
+        if let Some(n) = l.max_iterations
+            && n > checks::MAX_LOOP_ITERATIONS
+        {
+            return Err(WorkflowError::at(
+                fcx.path,
+                line(&l.id.referenced),
+                format!(
+                    "loop {path}: max-iterations is {n}; at most {MAX_LOOP_ITERATIONS} are allowed",
+                    MAX_LOOP_ITERATIONS = checks::MAX_LOOP_ITERATIONS
+                ),
+                "use a smaller guard; a loop that must go on longer is a run started again \
+                 (or a `workflow:` step per batch)",
+            ));
+        }
         let body = self.list(&l.do_, &path, fcx)?;
         self.graph.entries[eid as usize].kind = EntryKind::Loop {
             test,

@@ -1,5 +1,6 @@
-//! One limit for every value a run makes (`--max-output-mib`): a `map`'s value is held to it as
-//! a step's output is, and a run keeps the limit it started with whichever process resumes it.
+//! What one run may make and write: one limit for every value (`--max-output-mib`), a `map`'s
+//! value held to it as a step's output is, and kept by the run whichever process resumes it;
+//! and the bytes of records a run may write in all (`--max-run-mib`), counted across a crash.
 
 use serde_json::Value;
 
@@ -86,10 +87,7 @@ fn a_run_keeps_its_value_limit_when_a_process_with_another_resumes_it() {
         assert_eq!(out.code, 3, "suspended: {out:?}");
     };
     let resume = |id: &str, mib: &str| {
-        let out = run_weft(
-            &home,
-            &["resume", id, "--json", "--max-output-mib", mib],
-        );
+        let out = run_weft(&home, &["resume", id, "--json", "--max-output-mib", mib]);
         record(&out.stdout)
     };
     // Started under 4 MiB, resumed by a process of the default 2 MiB: the run's 4 MiB holds.
@@ -104,4 +102,62 @@ fn a_run_keeps_its_value_limit_when_a_process_with_another_resumes_it() {
     assert_eq!(rec["error"]["code"], "expression-error", "{rec}");
     let message = rec["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("the limit of 2 MiB"), "{message}");
+}
+
+/// A loop of plugin steps with no end but its guard: one transition per iteration.
+const SPIN: &str = r#"
+id: spin
+plugins:
+  kit: { wasm: "{testkit}" }
+steps:
+  - loop:
+      id: l
+      do-until: 'false'
+      max-iterations: 1000000
+      do: { id: e, plugin: kit, step: echo }
+"#;
+
+/// The iteration a run of `SPIN` stopped at, checking it was stopped for its writes.
+fn stopped_at(rec: &Value) -> u64 {
+    assert_eq!(rec["status"], "failed", "{rec}");
+    assert_eq!(rec["error"]["code"], "run-limit", "{rec}");
+    let message = rec["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("past the 1 MiB one run may write") && message.contains("--max-run-mib"),
+        "{message}"
+    );
+    assert_eq!(rec["steps"]["l"]["status"], "cancelled", "{rec}");
+    rec["steps"]["l.e"]["iteration"]
+        .as_u64()
+        .expect("an iteration")
+}
+
+#[test]
+fn a_run_past_the_bytes_it_may_write_is_stopped_and_the_count_survives_a_crash() {
+    let files = Home::new();
+    let file = files.file("spin.yaml", SPIN);
+    let path = file.to_str().expect("utf-8");
+    let home = files.home();
+    let limit = ["--max-run-mib", "1"];
+    let run = |id: &str, more: &[&str]| {
+        let mut args = vec!["run", path, "--run-id", id, "--json"];
+        args.extend(limit);
+        args.extend(more);
+        run_weft(&home, &args)
+    };
+    let whole = run("whole", &[]);
+    assert_eq!(whole.code, 1, "{}", whole.stderr);
+    let whole = stopped_at(&record(&whole.stdout));
+    // Killed part-way, past a snapshot, then recovered by another process: the records written
+    // before the crash still count, so it stops where the uninterrupted run did.
+    let crashed = run("crashed", &["--crash-after-commits", "2000"]);
+    assert_ne!(crashed.code, 0, "it crashed: {}", crashed.stderr);
+    let mut args = vec!["resume", "crashed", "--json"];
+    args.extend(limit);
+    let recovered = run_weft(&home, &args);
+    let recovered = stopped_at(&record(&recovered.stdout));
+    assert!(
+        recovered.abs_diff(whole) <= 2,
+        "stopped at iteration {recovered} after a crash, {whole} without"
+    );
 }
