@@ -341,10 +341,10 @@ impl Runtime {
         after: Option<(i64, &str)>,
         limit: usize,
     ) -> Result<(Vec<RunSummary>, bool), RuntimeError> {
-        let creating: HashSet<String> = lock(&self.inner.creating).clone();
         // One more than the page, to tell whether more follow, and those being created, which
         // are left out.
-        let mut batch = limit.saturating_add(1).saturating_add(creating.len());
+        let being_created = lock(&self.inner.creating).len();
+        let mut batch = limit.saturating_add(1).saturating_add(being_created);
         let mut out = Vec::with_capacity(limit.saturating_add(1));
         let mut cursor: Option<(i64, String)> = after.map(|(at, id)| (at, id.to_owned()));
         loop {
@@ -354,6 +354,10 @@ impl Runtime {
                 limit: batch,
             };
             let runs = self.inner.store.runs_page(&page)?;
+            // Read after the page: a run is counted as being created before its creation is
+            // written, so any run of the page not yet durable is in this set. Read before, a
+            // run created in between was listed before it was durable (S100).
+            let creating: HashSet<String> = lock(&self.inner.creating).clone();
             let ended = runs.len() < batch;
             cursor = runs.last().map(|r| (r.created_at, r.run_id.clone()));
             {
