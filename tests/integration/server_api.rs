@@ -361,6 +361,27 @@ async fn the_openapi_document_covers_every_route_and_the_server_answers_as_it_sa
         }
     }
 
+    // Writes name the bearer token, optional as the server's `--token-env` is, and its 401;
+    // reads need no token.
+    let scheme = &doc["components"]["securitySchemes"]["bearer"];
+    assert_eq!(scheme["type"], "http", "{scheme}");
+    assert_eq!(scheme["scheme"], "bearer", "{scheme}");
+    for template in [
+        "/runs",
+        "/runs/{id}/resume",
+        "/runs/{id}/cancel",
+        "/runs/{id}/rerun",
+    ] {
+        let write = &doc["paths"][template]["post"];
+        assert_eq!(
+            write["security"],
+            json!([{}, {"bearer": []}]),
+            "post {template}"
+        );
+        assert!(write["responses"]["401"].is_object(), "post {template} 401");
+    }
+    assert!(doc["paths"]["/runs"]["get"]["security"].is_null());
+
     // The check catches a mismatch: a run id that is a number is no answer to a start.
     let wrong = json!({ "run_id": 5 });
     let caught = std::panic::catch_unwind(|| {
@@ -433,6 +454,16 @@ async fn the_openapi_document_covers_every_route_and_the_server_answers_as_it_sa
             "/runs/{id}/resume",
             "/runs/o2/resume",
             Some(json!({ "data": {} })),
+            409,
+        ),
+        // A `null` body, which the document allows, is no body: a bare resume, answered as one
+        // (the run has ended), not refused as bad JSON.
+        ("post", "/runs/{id}/resume", "/runs/o2/resume", None, 409),
+        (
+            "post",
+            "/runs/{id}/resume",
+            "/runs/o2/resume",
+            Some(Value::Null),
             409,
         ),
     ];

@@ -260,6 +260,7 @@ async fn load(
 /// Starts a run of a workflow of the workflows directory.
 #[utoipa::path(post, path = "/runs", params(WaitQuery), request_body = StartBody, responses(
     (status = 201, description = "Started; `Location` names the run", body = RunRef),
+    (status = 401, description = "The server takes writes only with its token (`--token-env`), and the request has not got it", body = ErrorBody),
     (status = 200, description = "With `wait=true`: the run record once it settled", body = RunRecord),
     (status = 400, description = "Bad JSON, input or workflow", body = ErrorBody),
     (status = 403, description = "A file outside the workflows directory", body = ErrorBody),
@@ -267,7 +268,7 @@ async fn load(
     (status = 409, description = "The run id is taken", body = ErrorBody),
     (status = 413, description = "The body is over the limit", body = ErrorBody),
     (status = 422, description = "A body member the API does not know", body = ErrorBody),
-))]
+), security((), ("bearer" = [])))]
 pub(crate) async fn start(
     State(app): State<App>,
     q: Result<Query<WaitQuery>, QueryRejection>,
@@ -306,11 +307,12 @@ pub(crate) struct RerunBody {
 /// Starts a new run from a step of an ended run (S94–S99).
 #[utoipa::path(post, path = "/runs/{id}/rerun", params(("id" = String, Path, description = "The ended run"), WaitQuery), request_body = RerunBody, responses(
     (status = 201, description = "Started; `Location` names the new run", body = RunRef),
+    (status = 401, description = "The server takes writes only with its token (`--token-env`), and the request has not got it", body = ErrorBody),
     (status = 200, description = "With `wait=true`: the new run's record once it settled", body = RunRecord),
     (status = 400, description = "A bad step, input or workflow", body = ErrorBody),
     (status = 404, description = "No such run", body = ErrorBody),
     (status = 409, description = "The run has not ended, or the new run id is taken", body = ErrorBody),
-))]
+), security((), ("bearer" = [])))]
 pub(crate) async fn rerun(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
@@ -506,12 +508,13 @@ pub(crate) struct ResumeBody {
 }
 
 /// Resumes suspended steps; with no body, recovers a run no process drives (S101).
-#[utoipa::path(post, path = "/runs/{id}/resume", params(("id" = String, Path, description = "The run")), request_body(content = Option<ResumeBody>, description = "What to resume; no body recovers a stopped run"), responses(
+#[utoipa::path(post, path = "/runs/{id}/resume", params(("id" = String, Path, description = "The run")), request_body(content = Option<ResumeBody>, description = "What to resume; no body, or `null`, recovers a stopped run"), responses(
     (status = 202, description = "Resumed", body = RunRef),
+    (status = 401, description = "The server takes writes only with its token (`--token-env`), and the request has not got it", body = ErrorBody),
     (status = 400, description = "Bad data, or nothing it names is suspended", body = ErrorBody),
     (status = 404, description = "No such run", body = ErrorBody),
     (status = 409, description = "The run is not suspended", body = ErrorBody),
-))]
+), security((), ("bearer" = [])))]
 pub(crate) async fn resume(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
@@ -525,12 +528,14 @@ pub(crate) async fn resume(
             "the request body is over this server's limit (`--max-body-bytes`)",
         )
     })?;
-    // No body at all is a bare resume: it recovers a stopped run (S101).
+    // No body at all, or `null` (what the document allows, and what generated clients send
+    // for no body), is a bare resume: it recovers a stopped run (S101).
     let body: ResumeBody = if body.iter().all(u8::is_ascii_whitespace) {
         ResumeBody::default()
     } else {
-        serde_json::from_slice(&body)
+        serde_json::from_slice::<Option<ResumeBody>>(&body)
             .map_err(|e| ApiError::bad_request(format!("the resume body: {e}")))?
+            .unwrap_or_default()
     };
     let bare = body.step.is_none()
         && body.label.is_none()
@@ -549,9 +554,10 @@ pub(crate) async fn resume(
 /// Cancels a run (S74–S78).
 #[utoipa::path(post, path = "/runs/{id}/cancel", params(("id" = String, Path, description = "The run")), responses(
     (status = 202, description = "Cancelled", body = RunRef),
+    (status = 401, description = "The server takes writes only with its token (`--token-env`), and the request has not got it", body = ErrorBody),
     (status = 404, description = "No such run", body = ErrorBody),
     (status = 409, description = "The run has ended", body = ErrorBody),
-))]
+), security((), ("bearer" = [])))]
 pub(crate) async fn cancel(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
