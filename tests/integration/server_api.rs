@@ -104,6 +104,26 @@ async fn every_refusal_has_one_json_shape_axums_own_included() {
     );
     let (status, body) = http(addr, "GET", "/runs/nope", None).await;
     assert_eq!((status, error_of(&body).0.as_str()), (404, "unknown-run"));
+
+    // A resume body is refused as a start body is: not JSON 415, a member it does not know 422.
+    let plain = format!(
+        "POST /runs/nope/resume HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\n{{}}"
+    );
+    let (status, body) = raw(addr, plain).await;
+    assert_eq!(
+        (status, error_of(&body).0.as_str()),
+        (415, "not-json"),
+        "{body}"
+    );
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/runs/nope/resume",
+        Some(json!({ "stp": "a" })),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(error_of(&body).1.contains("unknown field `stp`"), "{body}");
 }
 
 #[tokio::test]
@@ -435,6 +455,7 @@ async fn the_openapi_document_covers_every_route_and_the_server_answers_as_it_sa
         ("get", "/runs/{id}", "/runs/bad!", None, 400),
         ("get", "/runs/{id}/workflow", "/runs/o2/workflow", None, 200),
         ("post", "/runs/{id}/cancel", "/runs/o2/cancel", None, 409),
+        ("post", "/runs/{id}/cancel", "/runs/bad!/cancel", None, 400),
         (
             "post",
             "/runs/{id}/rerun",

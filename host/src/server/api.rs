@@ -267,7 +267,8 @@ async fn load(
     (status = 404, description = "No such workflow", body = ErrorBody),
     (status = 409, description = "The run id is taken", body = ErrorBody),
     (status = 413, description = "The body is over the limit", body = ErrorBody),
-    (status = 422, description = "A body member the API does not know", body = ErrorBody),
+    (status = 415, description = "A body not sent as JSON (`Content-Type: application/json`)", body = ErrorBody),
+    (status = 422, description = "A body member the API does not know, or a member of the wrong type", body = ErrorBody),
 ), security((), ("bearer" = [])))]
 pub(crate) async fn start(
     State(app): State<App>,
@@ -311,7 +312,11 @@ pub(crate) struct RerunBody {
     (status = 200, description = "With `wait=true`: the new run's record once it settled", body = RunRecord),
     (status = 400, description = "A bad step, input or workflow", body = ErrorBody),
     (status = 404, description = "No such run", body = ErrorBody),
+    (status = 403, description = "A file outside the workflows directory", body = ErrorBody),
     (status = 409, description = "The run has not ended, or the new run id is taken", body = ErrorBody),
+    (status = 413, description = "The body is over the limit", body = ErrorBody),
+    (status = 415, description = "A body not sent as JSON (`Content-Type: application/json`)", body = ErrorBody),
+    (status = 422, description = "A body member the API does not know, or a member of the wrong type", body = ErrorBody),
 ), security((), ("bearer" = [])))]
 pub(crate) async fn rerun(
     State(app): State<App>,
@@ -514,10 +519,14 @@ pub(crate) struct ResumeBody {
     (status = 400, description = "Bad data, or nothing it names is suspended", body = ErrorBody),
     (status = 404, description = "No such run", body = ErrorBody),
     (status = 409, description = "The run is not suspended", body = ErrorBody),
+    (status = 413, description = "The body is over the limit", body = ErrorBody),
+    (status = 415, description = "A body not sent as JSON (`Content-Type: application/json`)", body = ErrorBody),
+    (status = 422, description = "A body member the API does not know, or a member of the wrong type", body = ErrorBody),
 ), security((), ("bearer" = [])))]
 pub(crate) async fn resume(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
     let id = run_id(id)?;
@@ -530,11 +539,27 @@ pub(crate) async fn resume(
     })?;
     // No body at all, or `null` (what the document allows, and what generated clients send
     // for no body), is a bare resume: it recovers a stopped run (S101).
+    // A body is JSON, refused as `POST /runs` refuses one: 415 when not sent as JSON, 400
+    // when it does not parse, 422 when it parses but is not a resume body.
     let body: ResumeBody = if body.iter().all(u8::is_ascii_whitespace) {
         ResumeBody::default()
     } else {
+        if !sent_as_json(&headers) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "not-json",
+                "a resume body is JSON: send it with `Content-Type: application/json`",
+            ));
+        }
         serde_json::from_slice::<Option<ResumeBody>>(&body)
-            .map_err(|e| ApiError::bad_request(format!("the resume body: {e}")))?
+            .map_err(|e| {
+                let status = if e.is_data() {
+                    StatusCode::UNPROCESSABLE_ENTITY
+                } else {
+                    StatusCode::BAD_REQUEST
+                };
+                ApiError::new(status, "bad-request", format!("the resume body: {e}"))
+            })?
             .unwrap_or_default()
     };
     let bare = body.step.is_none()
@@ -551,9 +576,23 @@ pub(crate) async fn resume(
     Ok((StatusCode::ACCEPTED, Json(run_ref(&id))).into_response())
 }
 
+/// Whether the request says its body is JSON (`application/json`, or a `+json` type), as
+/// axum's `Json` requires.
+fn sent_as_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+        .is_some_and(|m| {
+            m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+        })
+}
+
 /// Cancels a run (S74–S78).
 #[utoipa::path(post, path = "/runs/{id}/cancel", params(("id" = String, Path, description = "The run")), responses(
     (status = 202, description = "Cancelled", body = RunRef),
+    (status = 400, description = "An invalid run id", body = ErrorBody),
     (status = 401, description = "The server takes writes only with its token (`--token-env`), and the request has not got it", body = ErrorBody),
     (status = 404, description = "No such run", body = ErrorBody),
     (status = 409, description = "The run has ended", body = ErrorBody),
