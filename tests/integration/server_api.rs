@@ -402,6 +402,30 @@ async fn the_openapi_document_covers_every_route_and_the_server_answers_as_it_sa
     }
     assert!(doc["paths"]["/runs"]["get"]["security"].is_null());
 
+    // Parameters are as strict in the document as in the server.
+    let param = |template: &str, method: &str, name: &str| -> Value {
+        doc["paths"][template][method]["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("{method} {template} has no parameter {name}"))
+    };
+    let limit = param("/runs", "get", "limit");
+    assert_eq!(
+        (&limit["schema"]["minimum"], &limit["schema"]["maximum"]),
+        (&json!(1), &json!(1000)),
+        "{limit}"
+    );
+    let status = param("/runs", "get", "status").to_string();
+    assert!(
+        status.contains("#/components/schemas/RunStatus"),
+        "{status}"
+    );
+    for (template, method) in [("/runs/{id}", "get"), ("/runs/{id}/cancel", "post")] {
+        let id = param(template, method, "id");
+        assert_eq!(id["schema"]["maxLength"], 128, "{id}");
+        assert!(id["schema"]["pattern"].is_string(), "{id}");
+    }
+
     // The check catches a mismatch: a run id that is a number is no answer to a start.
     let wrong = json!({ "run_id": 5 });
     let caught = std::panic::catch_unwind(|| {

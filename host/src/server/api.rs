@@ -78,8 +78,10 @@ pub(crate) struct ListQuery {
     /// Only runs of this workflow id.
     workflow: Option<String>,
     /// Only runs with this status.
+    #[param(value_type = Option<RunStatus>)]
     status: Option<String>,
     /// Runs in a page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
     /// Where the page starts: the `next_cursor` of the page before.
     cursor: Option<String>,
@@ -306,7 +308,7 @@ pub(crate) struct RerunBody {
 }
 
 /// Starts a new run from a step of an ended run (S94–S99).
-#[utoipa::path(post, path = "/runs/{id}/rerun", params(("id" = String, Path, description = "The ended run"), WaitQuery), request_body = RerunBody, responses(
+#[utoipa::path(post, path = "/runs/{id}/rerun", params(("id" = String, Path, description = "The ended run", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$"), WaitQuery), request_body = RerunBody, responses(
     (status = 201, description = "Started; `Location` names the new run", body = RunRef),
     (status = 401, description = "The server takes writes only with its token (`--token-env`), and the request has not got it", body = ErrorBody),
     (status = 200, description = "With `wait=true`: the new run's record once it settled", body = RunRecord),
@@ -341,7 +343,7 @@ pub(crate) async fn rerun(
 }
 
 /// The run record.
-#[utoipa::path(get, path = "/runs/{id}", params(("id" = String, Path, description = "The run")), responses(
+#[utoipa::path(get, path = "/runs/{id}", params(("id" = String, Path, description = "The run", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")), responses(
     (status = 200, description = "The run record", body = RunRecord),
     (status = 400, description = "An invalid run id", body = ErrorBody),
     (status = 404, description = "No such run", body = ErrorBody),
@@ -367,7 +369,7 @@ pub(crate) struct Definition {
 /// The workflow a run follows, as stored when it started: the graph, and a Mermaid drawing.
 /// Literal `grants.env` values and model headers read `<redacted>`, and the host's paths are
 /// relative to the workflows directory, or `<redacted>` outside it.
-#[utoipa::path(get, path = "/runs/{id}/workflow", params(("id" = String, Path, description = "The run")), responses(
+#[utoipa::path(get, path = "/runs/{id}/workflow", params(("id" = String, Path, description = "The run", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")), responses(
     (status = 200, description = "The run's workflow", body = Definition),
     (status = 400, description = "An invalid run id", body = ErrorBody),
     (status = 404, description = "No such run", body = ErrorBody),
@@ -408,7 +410,7 @@ fn wants_sse(headers: &HeaderMap) -> bool {
 /// the client accepts `text/event-stream` (always live, `id:` the event's `seq`, resumed after
 /// `Last-Event-ID` with no gap and no duplicate; `204` once nothing more will come, which
 /// tells an `EventSource` to stop reconnecting).
-#[utoipa::path(get, path = "/runs/{id}/events", params(("id" = String, Path, description = "The run"), EventsQuery), responses(
+#[utoipa::path(get, path = "/runs/{id}/events", params(("id" = String, Path, description = "The run", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$"), EventsQuery), responses(
     (status = 200, description = "The events, one JSON object a line, or Server-Sent Events", content(
         (StoredEvent = "application/x-ndjson"),
         (String = "text/event-stream"),
@@ -513,7 +515,7 @@ pub(crate) struct ResumeBody {
 }
 
 /// Resumes suspended steps; with no body, recovers a run no process drives (S101).
-#[utoipa::path(post, path = "/runs/{id}/resume", params(("id" = String, Path, description = "The run")), request_body(content = Option<ResumeBody>, description = "What to resume; no body, or `null`, recovers a stopped run"), responses(
+#[utoipa::path(post, path = "/runs/{id}/resume", params(("id" = String, Path, description = "The run", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")), request_body(content = Option<ResumeBody>, description = "What to resume; no body, or `null`, recovers a stopped run"), responses(
     (status = 202, description = "Resumed", body = RunRef),
     (status = 401, description = "The server takes writes only with its token (`--token-env`), and the request has not got it", body = ErrorBody),
     (status = 400, description = "Bad data, or nothing it names is suspended", body = ErrorBody),
@@ -590,7 +592,7 @@ fn sent_as_json(headers: &HeaderMap) -> bool {
 }
 
 /// Cancels a run (S74–S78).
-#[utoipa::path(post, path = "/runs/{id}/cancel", params(("id" = String, Path, description = "The run")), responses(
+#[utoipa::path(post, path = "/runs/{id}/cancel", params(("id" = String, Path, description = "The run", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")), responses(
     (status = 202, description = "Cancelled", body = RunRef),
     (status = 400, description = "An invalid run id", body = ErrorBody),
     (status = 401, description = "The server takes writes only with its token (`--token-env`), and the request has not got it", body = ErrorBody),
