@@ -6,7 +6,8 @@
 // It starts `target/debug/weft serve --workflows examples` on a fresh home, drives the console
 // like a person would (start `approval` with amount 1500, watch it suspend, approve it, watch it
 // succeed), checks the "needs attention" filter, the live step output, the token prompt, that
-// the page asks nothing of any other origin, and that it fits a 390 px wide phone. Screenshots go
+// the page asks nothing of any other origin, that an unknown run's page says so, and that it
+// fits a 390 px wide phone. Screenshots go
 // to target/browser-artifacts/. It waits on page state only, never on the clock.
 
 import { spawn } from 'node:child_process';
@@ -292,6 +293,13 @@ async function main() {
     await page.goto(`${origin}/#/runs`);
     await page.locator(`section.runs tr[data-run="${runId}"]`).waitFor();
     await shot(page, 'runs-desktop');
+  });
+
+  await step('an unknown run\'s page says there is no such run instead of loading forever', async () => {
+    await page.goto(`${origin}/#/runs/no-such-run`);
+    await page.waitForSelector('#no-run:text("There is no run no-such-run on this server")');
+    check(!(await page.isVisible(':text("Loading the workflow")')), 'the page still says it is loading the workflow');
+    await page.waitForSelector('#run-status[data-status="unknown"]');
   });
 
   await step('the keyboard reaches the controls, and focus is visible', async () => {

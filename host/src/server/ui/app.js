@@ -1145,6 +1145,8 @@
     let refreshTimer = null;
     let inflight = false;
     let again = false;
+    // The server has no such run (404): nothing to poll for.
+    let missing = false;
 
     const actions = actionsView(id, () => graph, () => schedule());
     fill(main(),
@@ -1217,6 +1219,14 @@
         render();
       } catch (e) {
         showError(problem, e);
+        if (e.status === 404 && !record) {
+          missing = true;
+          status.dataset.status = 'unknown';
+          fill(status, badge('no such run'));
+          fill(graphBox, h('p', { class: 'hint', id: 'no-run' },
+            `There is no run ${id} on this server: check the id, or find the run in `,
+            h('a', { href: '#/runs' }, 'the list of runs'), '.'));
+        }
       } finally {
         inflight = false;
         if (again && !disposed) { again = false; schedule(); }
@@ -1276,9 +1286,11 @@
       if (!disposed) connect();
     } else {
       setStream('closed', '');
+      if (!missing) fill(graphBox, h('p', { class: 'hint' }, 'The workflow is shown once the run can be read.'));
     }
     // While the event stream is not open (closed, refused, reconnecting), poll instead.
     fallback = poller(async () => {
+      if (missing) return;
       if (es && es.readyState === EventSource.OPEN) return;
       if (record && TERMINAL.has(record.status) && es && es.readyState === EventSource.CLOSED) return;
       await refresh();
