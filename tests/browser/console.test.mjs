@@ -295,6 +295,17 @@ async function main() {
     await shot(page, 'runs-desktop');
   });
 
+  await step('a workflow whose plugin is not built says why and is not offered to start', async () => {
+    // examples/polyglot.yaml needs examples/python/wordstats.wasm, built only by its build.sh.
+    if (fs.existsSync(path.join(ROOT, 'examples', 'python', 'wordstats.wasm'))) return;
+    await page.goto(`${origin}/#/start?workflow=polyglot`);
+    await page.waitForSelector('#start-about.error:text("This workflow cannot start: plugin wordstats")');
+    check(await page.locator('#start-submit').isDisabled(), 'the start button is enabled');
+    check(!(await page.textContent('#start-about')).includes(ROOT), 'the note shows a server path');
+    await page.selectOption('#start-workflow', { label: 'quickstart (quickstart.yaml)' });
+    check(!(await page.locator('#start-submit').isDisabled()), 'a workflow that can start is not offered');
+  });
+
   await step('an unknown run\'s page says there is no such run instead of loading forever', async () => {
     await page.goto(`${origin}/#/runs/no-such-run`);
     await page.waitForSelector('#no-run:text("There is no run no-such-run on this server")');

@@ -48,6 +48,10 @@ pub(crate) struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub(crate) input_schema: Option<Value>,
+    /// Why the workflow cannot start as it is (a plugin's component is not built); absent when
+    /// nothing is known to stop it. A start of it is refused with the loader's words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) problem: Option<String>,
 }
 
 /// What a scan reads of a workflow file; the rest of it is skipped.
@@ -62,6 +66,9 @@ struct Head {
     /// Its `input-schema:`.
     #[serde(default)]
     input_schema: Option<Value>,
+    /// Its `plugins:`, by alias, as written.
+    #[serde(default)]
+    plugins: Option<serde_json::Map<String, Value>>,
 }
 
 impl Catalog {
@@ -206,7 +213,10 @@ impl Catalog {
                         .map(|c| c.as_os_str().to_string_lossy())
                         .collect::<Vec<_>>()
                         .join("/");
-                    found.push(head.entry(file));
+                    let problem = head.missing_plugin(path.parent().unwrap_or(dir));
+                    let mut entry = head.entry(file);
+                    entry.problem = problem;
+                    found.push(entry);
                 }
             }
         }
@@ -228,13 +238,29 @@ impl Catalog {
         };
         let mut message = format!(
             "`{file}`{at} is not a workflow weft can start: {}",
-            unquoted(&e.message)
+            unquoted(&self.without_paths(&e.message))
         );
         if !e.fix.is_empty() {
             message.push_str("; fix: ");
-            message.push_str(&unquoted(&e.fix));
+            message.push_str(&unquoted(&self.without_paths(&e.fix)));
         }
         ApiError::new(StatusCode::BAD_REQUEST, "invalid-workflow", message)
+    }
+
+    /// `text` with each absolute path in it (a word starting with `/`) named as [`Catalog::shown`]
+    /// names a file: the server's own directories never reach a client.
+    fn without_paths(&self, text: &str) -> String {
+        text.split(' ')
+            .map(|word| {
+                let path = word.trim_end_matches([':', ',', ';', ')', '.']);
+                if path.len() > 1 && path.starts_with('/') {
+                    format!("{}{}", self.shown(Path::new(path)), &word[path.len()..])
+                } else {
+                    word.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// `path` as a refusal names it: relative to the directory when it is inside, else by its
@@ -300,6 +326,22 @@ fn read_head(path: &Path) -> Option<Head> {
 }
 
 impl Head {
+    /// Why the workflow cannot start, when one of its plugins names a component (`wasm:`,
+    /// relative to `dir`, the file's directory) that is not a regular file: not built yet.
+    fn missing_plugin(&self, dir: &Path) -> Option<String> {
+        let plugins = self.plugins.as_ref()?;
+        plugins.iter().find_map(|(alias, plugin)| {
+            let wasm = plugin.get("wasm")?.as_str()?;
+            let there = std::fs::metadata(dir.join(wasm)).is_ok_and(|m| m.is_file());
+            (!there).then(|| {
+                format!(
+                    "plugin {alias}: its component (`wasm:`) is not there; build the plugin \
+                     (its README says how), then start the workflow"
+                )
+            })
+        })
+    }
+
     /// The listing's entry for this head, read from `file`: the description cut and an
     /// oversized or non-object schema left out.
     fn entry(self, file: String) -> Entry {
@@ -321,6 +363,7 @@ impl Head {
             file,
             description,
             input_schema,
+            problem: None,
         }
     }
 }
@@ -466,6 +509,53 @@ mod tests {
         );
         assert!(!text.contains("SECRET"), "{text}");
         assert!(!text.contains(&root.display().to_string()), "{text}");
+    }
+
+    #[test]
+    fn refusals_and_listings_name_no_path_of_the_server() {
+        let (dir, catalog) = catalog();
+        let root = dir.path().canonicalize().expect("canonical");
+        let e = WorkflowError {
+            file: root.join("a.yaml"),
+            line: Some(3),
+            column: None,
+            message: format!(
+                "cannot read plugin {}: No such file or directory (os error 2)",
+                root.join("../x/kit.wasm").display()
+            ),
+            fix: "also /etc/weft/secret.wasm, then".into(),
+        };
+        let text = format!("{:?}", catalog.refusal(&e));
+        assert!(
+            text.contains("cannot read plugin ../x/kit.wasm: No such"),
+            "{text}"
+        );
+        assert!(text.contains("also secret.wasm, then"), "{text}");
+        assert!(!text.contains(&root.display().to_string()), "{text}");
+        std::fs::write(
+            root.join("unbuilt.yaml"),
+            "id: unbuilt\nplugins:\n  kit: { wasm: nowhere/kit.wasm }\nsteps:\n  - { id: s, plugin: kit, step: x }\n",
+        )
+        .expect("write");
+        std::fs::create_dir_all(root.join("built")).expect("dir");
+        std::fs::write(root.join("built/kit.wasm"), b"\0asm").expect("write");
+        std::fs::write(
+            root.join("built.yaml"),
+            "id: built\nplugins:\n  kit: { wasm: built/kit.wasm }\nsteps:\n  - { id: s, plugin: kit, step: x }\n",
+        )
+        .expect("write");
+        let list = catalog.list().expect("list");
+        let problem = |id: &str| {
+            list.iter()
+                .find(|e| e.id == id)
+                .unwrap_or_else(|| panic!("{id} listed"))
+                .problem
+                .clone()
+        };
+        let unbuilt = problem("unbuilt").expect("a problem");
+        assert!(unbuilt.contains("plugin kit: its component"), "{unbuilt}");
+        assert!(!unbuilt.contains(&root.display().to_string()), "{unbuilt}");
+        assert_eq!(problem("built"), None);
     }
 
     #[test]

@@ -689,9 +689,11 @@
       try { initial = (await api('GET', `/runs/${encodeURIComponent(from)}`)).input; } catch { initial = undefined; }
     }
     const select = h('select', { id: 'start-workflow', name: 'workflow' },
-      list.map((w, i) => h('option', { value: String(i) }, w.id === w.file ? w.id : `${w.id} (${w.file})`)));
+      list.map((w, i) => h('option', { value: String(i) },
+        `${w.id === w.file ? w.id : `${w.id} (${w.file})`}${w.problem ? ' (cannot start)' : ''}`)));
     const wanted = list.findIndex((w) => w.id === params.get('workflow') || w.file === params.get('workflow'));
-    select.value = String(wanted >= 0 ? wanted : 0);
+    const startable = list.findIndex((w) => !w.problem);
+    select.value = String(wanted >= 0 ? wanted : Math.max(startable, 0));
     const about = h('p', { class: 'hint', id: 'start-about', 'aria-live': 'polite' });
     const editorBox = h('div', { class: 'editor-box' });
     const runId = h('input', { id: 'start-run-id', name: 'run_id', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'start-run-id-hint' });
@@ -701,6 +703,10 @@
     const pick = (useInitial) => {
       const w = list[Number(select.value)];
       about.textContent = w.description || `From ${w.file}.`;
+      // A workflow the server knows cannot start (a plugin not built) says why and is not offered.
+      about.classList.toggle('error', Boolean(w.problem));
+      if (w.problem) about.textContent = `This workflow cannot start: ${w.problem}.`;
+      submit.disabled = Boolean(w.problem);
       editor = inputEditor(w.input_schema, useInitial ? initial : undefined, 'start-input', 'Input');
       fill(editorBox, h('fieldset', { class: 'plain' }, h('legend', null, 'Input'), editor.el));
     };
