@@ -42,6 +42,8 @@
 //!   `perf stat` or a profiler to compare two builds on.
 //! - `WEFT_BENCH_KEEP_RESIDENT=BYTES`: the bytes of each freed plugin memory kept resident and
 //!   reset in place (`PoolConfig::keep_resident`) instead of the default, to size it.
+//! - `WEFT_BENCH_DECOMMIT_BATCH=N`: freed slots decommitted in one batch
+//!   (`PoolConfig::decommit_batch`) instead of the default, to size it.
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex};
@@ -96,11 +98,16 @@ impl Settings {
             repeat: number("WEFT_BENCH_REPEAT").map_or(1, |n| (n as usize).max(1)),
             min_time: Duration::from_secs_f64(number("WEFT_BENCH_MIN_S").unwrap_or(2.0)),
             runs: number("WEFT_BENCH_RUNS").map(|n| (n as usize).max(1)),
-            host: HostConfig::default().with_pool(
-                number("WEFT_BENCH_KEEP_RESIDENT").map_or_else(PoolConfig::default, |bytes| {
-                    PoolConfig::default().with_keep_resident(bytes as usize)
-                }),
-            ),
+            host: HostConfig::default().with_pool({
+                let pool = number("WEFT_BENCH_KEEP_RESIDENT")
+                    .map_or_else(PoolConfig::default, |bytes| {
+                        PoolConfig::default().with_keep_resident(bytes as usize)
+                    });
+                match number("WEFT_BENCH_DECOMMIT_BATCH") {
+                    Some(slots) => pool.with_decommit_batch(slots as usize),
+                    None => pool,
+                }
+            }),
         }
     }
 }
