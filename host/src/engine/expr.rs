@@ -181,7 +181,7 @@ impl Expr {
 
     /// Every value the expression yields for `input`, or the first error it raises (an error
     /// also when it runs out of its step budget, recurses too deeply, or yields a value larger
-    /// than `value_limit` bytes of JSON: the run's [`super::RunState::value_limit`]).
+    /// than `value_limit` bytes of JSON: the run's `RunState::value_limit`).
     pub fn eval(&self, input: &Value, value_limit: u64) -> Result<Vec<Value>, String> {
         self.eval_within(input, step_budget(), value_limit)
     }
