@@ -96,8 +96,9 @@ pub struct RuntimeConfig {
     /// The most memory one jq expression may hold while it is evaluated, in bytes, before it
     /// fails with `expression-error` (default 256 MiB, at least 1 MiB); process-wide as
     /// [`RuntimeConfig::expr_steps`] is. Measured where [`crate::MeteredAlloc`] is the global
-    /// allocator (the `weft` binary installs it); without it, only what `tojson` and `tostring`
-    /// would write is held to it. A string repeated by a huge count (`"x" * n`) is not.
+    /// allocator (the `weft` binary installs it); without it, only what writing a value out
+    /// (`tojson`, `tostring`, formats, interpolation) and repeating a string would build is
+    /// held to it.
     pub expr_memory_bytes: u64,
     /// For crash tests: the process aborts (as abruptly as a SIGKILL: no destructor, no
     /// flush) right after its `n`-th commit of transitions is durable, before their events are

@@ -9,8 +9,9 @@
 //!   runs and each value `range` yields is a step; a run out of steps fails with a message naming
 //!   the budget (`budget`);
 //! - every evaluation has a memory budget ([`memory_budget`]), measured by the allocator the
-//!   `weft` binary installs and looked at every step (`budget`), and `tojson`/`tostring`
-//!   measure what they would write first (`sized`);
+//!   `weft` binary installs and looked at every step (`budget`); what writes a value out
+//!   measures what it would write first (`sized`), and a repeated string reserves its size
+//!   before it is built (`rewrite`);
 //! - recursion is bounded by a stack guard, and values by the step budget; an evaluation that
 //!   outgrows a small first allowance on the caller's thread is run again, from scratch, on a
 //!   thread whose stack is sized for the whole budget ([`Expr::eval`]);
@@ -22,6 +23,7 @@ mod convert;
 mod describe;
 mod natives;
 mod reads;
+mod rewrite;
 mod scan;
 mod sized;
 
@@ -105,7 +107,8 @@ static MEMORY_BUDGET: AtomicU64 = AtomicU64::new(DEFAULT_MEMORY_BUDGET);
 
 /// The most memory one evaluation may hold, in bytes (default [`DEFAULT_MEMORY_BUDGET`]):
 /// measured where a [`crate::limits::memory::MeteredAlloc`] is the global allocator (the
-/// `weft` binary); what `tojson` and `tostring` would write is held to it everywhere.
+/// `weft` binary); what writing a value out or repeating a string would build is held to it
+/// everywhere.
 pub(crate) fn memory_budget() -> u64 {
     MEMORY_BUDGET.load(Ordering::Relaxed)
 }
@@ -269,7 +272,22 @@ fn finish(
     }
 }
 
+/// `code` compiled; with its multiplications checked ([`rewrite`]) when it has any.
 fn compile(code: &str) -> Result<Filter, ExprError> {
+    let filter = compile_text(code)?;
+    match rewrite::checked(code) {
+        None => Ok(filter),
+        // The expression as written compiles; so must its rewriting, else the printer is wrong.
+        Some(checked) => compile_text(&checked).map_err(|e| {
+            ExprError::Internal(format!(
+                "weft could not hold this expression's `*` to the memory budget ({e}); please \
+                 report it"
+            ))
+        }),
+    }
+}
+
+fn compile_text(code: &str) -> Result<Filter, ExprError> {
     let defs = jaq_core::defs()
         .chain(jaq_std::defs())
         .chain(jaq_json::defs());

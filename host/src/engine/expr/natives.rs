@@ -8,6 +8,8 @@
 //!   refused first, and text that does not parse raises one error (jaq's reader repeats it
 //!   for ever).
 //! - `tojson/0` and `tostring/0` measure what they would write first (`sized`).
+//! - `_weft_mul_checked/2`, which `*` becomes (`rewrite`), reserves the bytes of a repeated
+//!   string from the memory budget before it builds it.
 
 use jaq_core::native::{Fun, bome, v};
 use jaq_core::{Error, Exn, ValX};
@@ -103,7 +105,35 @@ fn replacements() -> impl Iterator<Item = Fun<Metered>> {
             bome(has(&cv.1, &key))
         }),
     );
-    [halt, env, range, fromjson, has].into_iter()
+    let mul: Fun<Metered> = (
+        super::rewrite::CHECKED_MUL,
+        v(2),
+        jaq_core::Native::new(|mut cv| {
+            let r = cv.0.pop_var();
+            let l = cv.0.pop_var();
+            if let Some(bytes) = repeated_len(&l, &r) {
+                cv.0.data().meter.reserve(bytes);
+            }
+            bome(l * r)
+        }),
+    );
+    [halt, env, range, fromjson, has, mul].into_iter()
+}
+
+/// The bytes `l * r` builds when it repeats a string (a string and a positive integer, either
+/// way round); `None` for any other multiplication. An integer too large for `isize` counts as
+/// no end of bytes.
+fn repeated_len(l: &Val, r: &Val) -> Option<u64> {
+    let (s, n) = match (l, r) {
+        (Val::TStr(s) | Val::BStr(s), n @ Val::Num(_))
+        | (n @ Val::Num(_), Val::TStr(s) | Val::BStr(s)) => (s, n),
+        _ => return None,
+    };
+    match n.as_isize() {
+        Some(n) if n <= 0 => None,
+        Some(n) => Some((s.len() as u64).saturating_mul(n as u64)),
+        None => Some(u64::MAX),
+    }
 }
 
 /// Whether `value` has `key`, as jq says: an array has the integers from 0 to its length

@@ -1,6 +1,8 @@
-//! `tojson` and `tostring`, held to the memory budget before they write: a value can share its
+//! What writes a value out, held to the memory budget before it writes: a value can share its
 //! parts (`[., .]` forty times over is forty steps), and writing it out expands every share, so
-//! its written size is measured first, without writing it, and refused over the budget.
+//! its written size is measured first, without writing it, and refused over the budget. `tojson`
+//! is replaced; `tostring`, the formats and string interpolation (jq definitions over jaq's own
+//! interpolation) are preceded by [`MEASURED`] where an expression uses them (`rewrite`).
 
 use jaq_core::native::{Fun, bome, v};
 use jaq_core::{Native, ValT as _};
@@ -10,9 +12,12 @@ use jaq_std::ValT as _;
 use super::budget::Metered;
 
 /// The replaced natives.
-pub(super) const NAMES: [(&str, usize); 2] = [("tojson", 0), ("tostring", 0)];
+pub(super) const NAMES: [(&str, usize); 1] = [("tojson", 0)];
 
-/// `tojson/0` and `tostring/0` as jaq's own, once the value's written size fits the budget.
+/// The filter that passes its input on once its written size fits the budget.
+pub(super) const MEASURED: &str = "_weft_measured";
+
+/// `tojson/0` as jaq's own, once the value's written size fits the budget, and [`MEASURED`].
 pub(super) fn funs() -> impl Iterator<Item = Fun<Metered>> {
     let tojson: Fun<Metered> = (
         "tojson",
@@ -32,15 +37,15 @@ pub(super) fn funs() -> impl Iterator<Item = Fun<Metered>> {
             bome(Ok(Val::utf8_str(json)))
         }),
     );
-    let tostring: Fun<Metered> = (
-        "tostring",
+    let measured: Fun<Metered> = (
+        MEASURED,
         v(0),
         Native::new(|cv| {
             reserve_written(cv.0.data().meter, &cv.1);
-            bome(Ok(cv.1.into_string()))
+            bome(Ok(cv.1))
         }),
     );
-    [tojson, tostring].into_iter()
+    [tojson, measured].into_iter()
 }
 
 /// Unwinds with the memory budget's stop unless `value`, written out, fits what the
