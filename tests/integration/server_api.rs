@@ -402,6 +402,16 @@ async fn the_openapi_document_covers_every_route_and_the_server_answers_as_it_sa
     }
     assert!(doc["paths"]["/runs"]["get"]["security"].is_null());
 
+    // Bodies take no member the server does not know, as `deny_unknown_fields` refuses them.
+    for body in ["StartBody", "RerunBody", "ResumeBody"] {
+        let schema = &doc["components"]["schemas"][body];
+        assert_eq!(schema["additionalProperties"], false, "{body}: {schema}");
+        assert!(
+            schema["properties"]["workflow"].is_object() || body == "ResumeBody",
+            "{body}: {schema}"
+        );
+    }
+
     // Parameters are as strict in the document as in the server.
     let param = |template: &str, method: &str, name: &str| -> Value {
         doc["paths"][template][method]["parameters"]

@@ -191,22 +191,25 @@ pub(crate) async fn workflows(State(app): State<App>) -> Result<Response, ApiErr
 }
 
 /// A workflow named by a request: by `id`, or by a file relative to the workflows directory.
-#[derive(Deserialize, Default, ToSchema)]
-pub(crate) struct Named {
+pub(crate) struct Named<'b> {
+    /// The `id` of a workflow file of the workflows directory.
+    workflow: Option<&'b str>,
+    /// A workflow file, relative to the workflows directory.
+    file: Option<&'b str>,
+}
+
+/// What to start: a workflow of the workflows directory, by `workflow` (its id) or `file`
+/// (exactly one of them). Its members are its own, not a flattened `Named`, so the document
+/// says no other member is taken (`additionalProperties: false`).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StartBody {
     /// The `id` of a workflow file of the workflows directory.
     #[serde(default)]
     workflow: Option<String>,
     /// A workflow file, relative to the workflows directory.
     #[serde(default)]
     file: Option<String>,
-}
-
-/// What to start: a workflow of the workflows directory, by `workflow` (its id) or `file`.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct StartBody {
-    #[serde(flatten)]
-    named: Named,
     /// The run's input (default `{}`), checked against the workflow's input schema.
     #[serde(default)]
     input: Option<Value>,
@@ -228,12 +231,12 @@ pub(crate) struct WaitQuery {
 /// may block. `None` when it names none and `required` is false.
 async fn load(
     app: &App,
-    named: &Named,
+    named: Named<'_>,
     required: bool,
 ) -> Result<Option<LoadedWorkflow>, ApiError> {
-    let which = match (&named.workflow, &named.file) {
-        (Some(id), None) => Ok(id.clone()),
-        (None, Some(file)) => Err(file.clone()),
+    let which = match (named.workflow, named.file) {
+        (Some(id), None) => Ok(id.to_owned()),
+        (None, Some(file)) => Err(file.to_owned()),
         (None, None) if !required => return Ok(None),
         _ => {
             return Err(ApiError::bad_request(
@@ -278,7 +281,11 @@ pub(crate) async fn start(
     body: Result<Json<StartBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let (Query(q), Json(body)) = (q?, body?);
-    let Some(workflow) = load(&app, &body.named, true).await? else {
+    let named = Named {
+        workflow: body.workflow.as_deref(),
+        file: body.file.as_deref(),
+    };
+    let Some(workflow) = load(&app, named, true).await? else {
         return Err(ApiError::internal("no workflow was loaded"));
     };
     let input = body.input.unwrap_or_else(|| json!({}));
@@ -302,9 +309,14 @@ pub(crate) struct RerunBody {
     input: Option<Value>,
     #[serde(default)]
     run_id: Option<String>,
-    /// A new definition instead of the source run's stored one (S96).
-    #[serde(flatten)]
-    named: Named,
+    /// A new definition instead of the source run's stored one (S96): the `id` of a workflow
+    /// file of the workflows directory, or (`file`) one relative to it; at most one of them.
+    #[serde(default)]
+    workflow: Option<String>,
+    /// A workflow file, relative to the workflows directory, instead of the source run's
+    /// stored definition (S96).
+    #[serde(default)]
+    file: Option<String>,
 }
 
 /// Starts a new run from a step of an ended run (S94–S99).
@@ -328,7 +340,11 @@ pub(crate) async fn rerun(
 ) -> Result<Response, ApiError> {
     let source = run_id(id)?;
     let (Query(q), Json(body)) = (q?, body?);
-    let workflow = load(&app, &body.named, false).await?;
+    let named = Named {
+        workflow: body.workflow.as_deref(),
+        file: body.file.as_deref(),
+    };
+    let workflow = load(&app, named, false).await?;
     let id = app
         .rt
         .rerun(
