@@ -93,28 +93,20 @@ async fn every_refusal_has_one_json_shape_axums_own_included() {
         (400, "bad-request"),
         "{body}"
     );
-    let plain = format!(
-        "POST /runs HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\n{{}}"
-    );
-    let (status, body) = raw(addr, plain).await;
-    assert_eq!(
-        (status, error_of(&body).0.as_str()),
-        (415, "not-json"),
-        "{body}"
-    );
+    // A resume body is refused as a start body is: not JSON 415, a member it does not know 422.
+    for path in ["/runs", "/runs/nope/resume"] {
+        let plain = format!(
+            "POST {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\n{{}}"
+        );
+        let (status, body) = raw(addr, plain).await;
+        assert_eq!(
+            (status, error_of(&body).0.as_str()),
+            (415, "not-json"),
+            "{path}: {body}"
+        );
+    }
     let (status, body) = http(addr, "GET", "/runs/nope", None).await;
     assert_eq!((status, error_of(&body).0.as_str()), (404, "unknown-run"));
-
-    // A resume body is refused as a start body is: not JSON 415, a member it does not know 422.
-    let plain = format!(
-        "POST /runs/nope/resume HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\n{{}}"
-    );
-    let (status, body) = raw(addr, plain).await;
-    assert_eq!(
-        (status, error_of(&body).0.as_str()),
-        (415, "not-json"),
-        "{body}"
-    );
     let (status, body) = http(
         addr,
         "POST",

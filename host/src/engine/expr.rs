@@ -274,17 +274,19 @@ fn finish(
 
 /// `code` compiled; with its multiplications checked ([`rewrite`]) when it has any.
 fn compile(code: &str) -> Result<Filter, ExprError> {
+    // The expression as written first: its errors name the author's text, and a rewriting may
+    // not make an expression compile that does not (it defines `_weft_mul`).
     let filter = compile_text(code)?;
-    match rewrite::checked(code) {
-        None => Ok(filter),
+    let Some(checked) = rewrite::checked(code) else {
+        return Ok(filter);
+    };
+    compile_text(&checked).map_err(|e| {
         // The expression as written compiles; so must its rewriting, else the printer is wrong.
-        Some(checked) => compile_text(&checked).map_err(|e| {
-            ExprError::Internal(format!(
-                "weft could not hold this expression's `*` to the memory budget ({e}); please \
-                 report it"
-            ))
-        }),
-    }
+        ExprError::Internal(format!(
+            "weft could not hold this expression's `*` to the memory budget ({e}); please \
+             report it"
+        ))
+    })
 }
 
 fn compile_text(code: &str) -> Result<Filter, ExprError> {

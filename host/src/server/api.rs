@@ -190,16 +190,8 @@ pub(crate) async fn workflows(State(app): State<App>) -> Result<Response, ApiErr
     Ok(Json(list).into_response())
 }
 
-/// A workflow named by a request: by `id`, or by a file relative to the workflows directory.
-pub(crate) struct Named<'b> {
-    /// The `id` of a workflow file of the workflows directory.
-    workflow: Option<&'b str>,
-    /// A workflow file, relative to the workflows directory.
-    file: Option<&'b str>,
-}
-
 /// What to start: a workflow of the workflows directory, by `workflow` (its id) or `file`
-/// (exactly one of them). Its members are its own, not a flattened `Named`, so the document
+/// (exactly one of them). Its members are its own, not a flattened struct, so the document
 /// says no other member is taken (`additionalProperties: false`).
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -227,14 +219,16 @@ pub(crate) struct WaitQuery {
     wait: bool,
 }
 
-/// Finds and loads the workflow `named`, off the async workers: resolving and reading files
-/// may block. `None` when it names none and `required` is false.
+/// Finds and loads the workflow a request names, by `workflow` (its id) or `file` (relative
+/// to the workflows directory), off the async workers: resolving and reading files may block.
+/// `None` when it names none and `required` is false.
 async fn load(
     app: &App,
-    named: Named<'_>,
+    workflow: Option<&str>,
+    file: Option<&str>,
     required: bool,
 ) -> Result<Option<LoadedWorkflow>, ApiError> {
-    let which = match (named.workflow, named.file) {
+    let which = match (workflow, file) {
         (Some(id), None) => Ok(id.to_owned()),
         (None, Some(file)) => Err(file.to_owned()),
         (None, None) if !required => return Ok(None),
@@ -281,11 +275,8 @@ pub(crate) async fn start(
     body: Result<Json<StartBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let (Query(q), Json(body)) = (q?, body?);
-    let named = Named {
-        workflow: body.workflow.as_deref(),
-        file: body.file.as_deref(),
-    };
-    let Some(workflow) = load(&app, named, true).await? else {
+    let named = load(&app, body.workflow.as_deref(), body.file.as_deref(), true);
+    let Some(workflow) = named.await? else {
         return Err(ApiError::internal("no workflow was loaded"));
     };
     let input = body.input.unwrap_or_else(|| json!({}));
@@ -340,11 +331,7 @@ pub(crate) async fn rerun(
 ) -> Result<Response, ApiError> {
     let source = run_id(id)?;
     let (Query(q), Json(body)) = (q?, body?);
-    let named = Named {
-        workflow: body.workflow.as_deref(),
-        file: body.file.as_deref(),
-    };
-    let workflow = load(&app, named, false).await?;
+    let workflow = load(&app, body.workflow.as_deref(), body.file.as_deref(), false).await?;
     let id = app
         .rt
         .rerun(

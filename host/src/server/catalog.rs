@@ -213,10 +213,7 @@ impl Catalog {
                         .map(|c| c.as_os_str().to_string_lossy())
                         .collect::<Vec<_>>()
                         .join("/");
-                    let problem = head.missing_plugin(path.parent().unwrap_or(dir));
-                    let mut entry = head.entry(file);
-                    entry.problem = problem;
-                    found.push(entry);
+                    found.push(head.entry(file, path.parent().unwrap_or(dir)));
                 }
             }
         }
@@ -342,9 +339,10 @@ impl Head {
         })
     }
 
-    /// The listing's entry for this head, read from `file`: the description cut and an
-    /// oversized or non-object schema left out.
-    fn entry(self, file: String) -> Entry {
+    /// The listing's entry for this head, read from `file` in `dir`: the description cut, an
+    /// oversized or non-object schema left out, and what stops it from starting.
+    fn entry(self, file: String, dir: &Path) -> Entry {
+        let problem = self.missing_plugin(dir);
         let description = self.description.map(|d| {
             if d.chars().count() > MAX_DESCRIPTION_CHARS {
                 let mut cut: String = d.chars().take(MAX_DESCRIPTION_CHARS).collect();
@@ -363,7 +361,7 @@ impl Head {
             file,
             description,
             input_schema,
-            problem: None,
+            problem,
         }
     }
 }

@@ -22,9 +22,6 @@ use super::sized::MEASURED;
 /// The name of the checked multiplication the rewritten expression calls.
 pub(super) const CHECKED_MUL: &str = "_weft_mul_checked";
 
-/// The definition the rewritten expression starts with.
-const PRELUDE: &str = "def _weft_mul(l; r): l as $l | r as $r | _weft_mul_checked($l; $r); ";
-
 /// The variable `*=` binds its right operand to.
 const RHS: &str = "$__weft_mul_rhs";
 
@@ -34,7 +31,8 @@ const RHS: &str = "$__weft_mul_rhs";
 pub(super) fn checked(source: &str) -> Option<String> {
     let tokens = Lexer::new(source).lex().ok()?;
     let term = Parser::new(&tokens).parse(|p| p.term()).ok()?;
-    let mut out = String::from(PRELUDE);
+    // The definition the rewritten expression starts with.
+    let mut out = format!("def _weft_mul(l; r): l as $l | r as $r | {CHECKED_MUL}($l; $r); ");
     let mut p = Printer {
         out: &mut out,
         changed: false,
@@ -52,6 +50,16 @@ struct Printer<'o> {
 impl<'s> Printer<'_> {
     fn push(&mut self, s: &str) {
         self.out.push_str(s);
+    }
+
+    /// Each of `items` printed by `each`, `sep` between two.
+    fn list<T>(&mut self, items: &[T], sep: &str, mut each: impl FnMut(&mut Self, &T)) {
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.push(sep);
+            }
+            each(self, item);
+        }
     }
 
     /// `term` in parentheses.
@@ -75,20 +83,15 @@ impl<'s> Printer<'_> {
             }
             Term::Obj(entries) => {
                 self.push("{");
-                for (i, (key, value)) in entries.iter().enumerate() {
-                    if i > 0 {
-                        self.push(", ");
+                self.list(entries, ", ", |p, (key, value)| match value {
+                    Some(value) => {
+                        p.wrapped(key);
+                        p.push(": ");
+                        p.wrapped(value);
                     }
-                    match value {
-                        Some(value) => {
-                            self.wrapped(key);
-                            self.push(": ");
-                            self.wrapped(value);
-                        }
-                        // `{$x}` and `{"a"}`: a variable or a string key alone.
-                        None => self.term(key),
-                    }
-                }
+                    // `{$x}` and `{"a"}`: a variable or a string key alone.
+                    None => p.term(key),
+                });
                 self.push("}");
             }
             Term::Neg(t) => {
@@ -246,12 +249,7 @@ impl<'s> Printer<'_> {
             return;
         }
         self.push("(");
-        for (i, a) in args.iter().enumerate() {
-            if i > 0 {
-                self.push("; ");
-            }
-            self.term(a);
-        }
+        self.list(args, "; ", Self::term);
         self.push(")");
     }
 
@@ -273,24 +271,16 @@ impl<'s> Printer<'_> {
             Pattern::Var(x) => self.push(x),
             Pattern::Arr(items) => {
                 self.push("[");
-                for (i, p) in items.iter().enumerate() {
-                    if i > 0 {
-                        self.push(", ");
-                    }
-                    self.pattern(p);
-                }
+                self.list(items, ", ", Self::pattern);
                 self.push("]");
             }
             Pattern::Obj(entries) => {
                 self.push("{");
-                for (i, (key, p)) in entries.iter().enumerate() {
-                    if i > 0 {
-                        self.push(", ");
-                    }
-                    self.wrapped(key);
-                    self.push(": ");
-                    self.pattern(p);
-                }
+                self.list(entries, ", ", |p, (key, pattern)| {
+                    p.wrapped(key);
+                    p.push(": ");
+                    p.pattern(pattern);
+                });
                 self.push("}");
             }
         }
