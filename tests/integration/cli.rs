@@ -513,6 +513,13 @@ fn assert_file_refused(yaml: &str, line_needle: &str, message: &str, fix: &str) 
             out.stderr.contains(&format!("fix: {fix}")),
             "{args:?}: stderr has the fix {fix:?}: {out:?}"
         );
+        // The line named is quoted under the message, numbered.
+        let written = plugin_paths(yaml);
+        let source = written.lines().nth(line - 1).unwrap_or_default();
+        assert!(
+            out.stderr.contains(&format!("{line} | {source}\n")),
+            "{args:?}: stderr quotes line {line}: {out:?}"
+        );
     }
     let runs = home.weft(&["runs"]);
     assert_eq!(runs.stdout, "", "nothing ran: {runs:?}");
@@ -531,6 +538,20 @@ fn file_that_does_not_parse_is_refused_with_file_line_and_fix() {
         .iter()
         .any(|l| out.stderr.contains(&format!("{}:{l}", file.display())));
     assert!(named, "stderr names the file and line: {out:?}");
+    // ... and quotes it, with a caret under the column where the parser stopped.
+    let quoted = out
+        .stderr
+        .lines()
+        .skip_while(|l| !l.contains(" | "))
+        .take(2)
+        .collect::<Vec<_>>();
+    assert!(
+        quoted.len() == 2
+            && quoted[0].contains("{ id: a, plugin: kit, step: inc")
+            && quoted[1].trim_start().starts_with("| ")
+            && quoted[1].trim_end().ends_with('^'),
+        "stderr quotes the line with a caret: {out:?}"
+    );
     assert!(
         out.stderr.contains("fix: see WORKFLOW-FORMAT.md"),
         "{out:?}"

@@ -497,6 +497,7 @@ mod tests {
             column: Some(7),
             message: "step `SECRET` is wrong".into(),
             fix: "rename `SECRET`".into(),
+            source_line: None,
         };
         let refusal = catalog.refusal(&e);
         assert_eq!(refusal.status(), StatusCode::BAD_REQUEST);
@@ -522,6 +523,7 @@ mod tests {
                 root.join("../x/kit.wasm").display()
             ),
             fix: "also /etc/weft/secret.wasm, then".into(),
+            source_line: None,
         };
         let text = format!("{:?}", catalog.refusal(&e));
         assert!(

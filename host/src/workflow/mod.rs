@@ -2,6 +2,7 @@
 
 mod checks;
 mod load;
+mod quote;
 mod raw;
 mod syntax;
 
@@ -24,6 +25,9 @@ pub struct WorkflowError {
     pub message: String,
     /// How to fix it.
     pub fix: String,
+    /// The text of the line named, made printable, with a caret line under it when the column
+    /// is known.
+    pub source_line: Option<String>,
 }
 
 impl WorkflowError {
@@ -34,6 +38,7 @@ impl WorkflowError {
             column: None,
             message,
             fix: fix.to_owned(),
+            source_line: None,
         }
     }
 }
@@ -79,6 +84,13 @@ impl fmt::Display for WorkflowError {
             }
         }
         write!(f, ": {}", self.message)?;
+        if let (Some(source), Some(number)) = (&self.source_line, self.line) {
+            let gutter = number.to_string();
+            for (n, line) in source.lines().enumerate() {
+                let label = if n == 0 { gutter.as_str() } else { "" };
+                write!(f, "\n  {label:>width$} | {line}", width = gutter.len())?;
+            }
+        }
         if !self.fix.is_empty() {
             write!(f, "\n  fix: {}", self.fix)?;
         }

@@ -95,7 +95,7 @@ pub(crate) async fn load_workflow_with(
 ) -> Result<LoadedWorkflow, WorkflowError> {
     load(path, text, host, natives)
         .await
-        .map_err(WorkflowError::bounded)
+        .map_err(|e| super::quote::with_source(e.bounded(), path, text))
 }
 
 async fn load(

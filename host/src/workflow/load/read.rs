@@ -170,6 +170,7 @@ fn parse_text(path: &Path, text: &str) -> Result<ParsedFile, WorkflowError> {
             column: loc.map(|l| l.column()),
             message: syntax::message(&e),
             fix: "see WORKFLOW-FORMAT.md §1 for the file format".into(),
+            source_line: None,
         }
     })?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
