@@ -64,41 +64,48 @@ pub const EXIT_INTERRUPTED: i32 = 6;
 
 /// weft runs workflow graphs whose steps are sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
-#[command(name = "weft", version, about)]
+#[command(
+    name = "weft",
+    version,
+    about,
+    next_help_heading = GLOBAL_OPTIONS,
+    after_help = "Examples:\n  weft run examples/quickstart.yaml\n  weft runs --status suspended\n  weft serve --workflows examples\n\n`weft COMMAND --help` shows a command's options and examples."
+)]
 pub struct Cli {
     /// The home directory (database and plugin cache).
     #[arg(long, global = true, env = "WEFT_HOME", default_value = ".weft")]
     pub home: PathBuf,
     /// The most steps one jq expression may take before it fails; applies to the runs this
     /// process drives.
-    #[arg(long, global = true, env = "WEFT_EXPR_STEPS", default_value_t = DEFAULT_STEP_BUDGET)]
+    #[arg(long, global = true, hide_short_help = true, env = "WEFT_EXPR_STEPS", default_value_t = DEFAULT_STEP_BUDGET)]
     pub expr_steps: u64,
     /// The most memory one jq expression may hold while it is evaluated, in MiB; applies to
     /// the runs this process drives.
     #[arg(
         long,
         global = true,
+        hide_short_help = true,
         env = "WEFT_EXPR_MEMORY_MIB",
         default_value_t = DEFAULT_MEMORY_BUDGET / MIB
     )]
     pub expr_memory_mib: u64,
     /// The largest run input accepted, in MiB.
-    #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
+    #[arg(long, global = true, hide_short_help = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_input_mib: u64,
     /// The largest value a run makes, in MiB: what a step returns (output, payload, failure,
     /// each state patch) and what an expression yields (a map's value, a step's input). A run
     /// keeps the limit it started with.
-    #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
+    #[arg(long, global = true, hide_short_help = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_output_mib: u64,
     /// The largest a workflow file's state may grow by a step's patches, in MiB.
-    #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
+    #[arg(long, global = true, hide_short_help = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_state_mib: u64,
     /// The largest resume data accepted, in MiB.
-    #[arg(long, global = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
+    #[arg(long, global = true, hide_short_help = true, default_value_t = DEFAULT_MAX_VALUE_BYTES / MIB)]
     pub max_resume_mib: u64,
     /// The most records one run may write in all, in MiB: past it the run is stopped and
     /// fails with `run-limit`.
-    #[arg(long, global = true, default_value_t = DEFAULT_MAX_RUN_BYTES / MIB)]
+    #[arg(long, global = true, hide_short_help = true, default_value_t = DEFAULT_MAX_RUN_BYTES / MIB)]
     pub max_run_mib: u64,
     /// The memory the plugins' guests of this process may hold at once, in MiB: each invocation
     /// reserves its `limits.memory-mib` and waits while the rest is in use (default: half the
@@ -106,19 +113,20 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        hide_short_help = true,
         env = "WEFT_GUEST_MEMORY_MIB",
         value_name = "MIB",
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub guest_memory_mib: Option<u64>,
     /// The deadline of a model call whose step sets no `timeout-ms`, in milliseconds.
-    #[arg(long, global = true, value_name = "MS", default_value_t = DEFAULT_MODEL_TIMEOUT_MS)]
+    #[arg(long, global = true, hide_short_help = true, value_name = "MS", default_value_t = DEFAULT_MODEL_TIMEOUT_MS)]
     pub model_timeout_ms: u64,
     /// The longest line of a model's event stream, in KiB; a longer one fails the call.
-    #[arg(long, global = true, value_name = "KIB", default_value_t = DEFAULT_MODEL_MAX_LINE_KIB)]
+    #[arg(long, global = true, hide_short_help = true, value_name = "KIB", default_value_t = DEFAULT_MODEL_MAX_LINE_KIB)]
     pub model_max_line_kib: usize,
     /// The most pieces (text and tool-call fragments) one model call may stream.
-    #[arg(long, global = true, value_name = "N", default_value_t = DEFAULT_MODEL_MAX_EVENTS)]
+    #[arg(long, global = true, hide_short_help = true, value_name = "N", default_value_t = DEFAULT_MODEL_MAX_EVENTS)]
     pub model_max_events: u64,
     /// Where compiled plugins are cached, shared by every home that names it (default: the
     /// home's own `cache/`). A plugin compiled once (`weft plugin compile`) loads at once in
@@ -155,7 +163,18 @@ pub struct Cli {
     pub command: Cmd,
 }
 
+/// The heading of the options every command takes, apart from each command's own.
+const GLOBAL_OPTIONS: &str = "Global options";
+
 impl Cli {
+    /// Parses this process's arguments, exiting with clap's message (and code 2) when they do not
+    /// parse, as `clap::Parser::parse` does; the help of a command that opens no home (`new`,
+    /// `dev`) lists none of the options about the home.
+    pub fn from_args() -> Self {
+        let matches = command().get_matches();
+        <Self as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
     /// The runtime settings the options give. They apply when this process holds the home; a
     /// command served by another process runs with that process's settings.
     pub fn runtime_config(&self) -> RuntimeConfig {
@@ -221,6 +240,27 @@ pub enum Cmd {
     Dev(DevCmd),
     /// Write a ready plugin project `DIR/NAME` (docs/PLUGINS.md); needs no home.
     New(NewArgs),
+}
+
+/// The command line's parser, as [`Cli::from_args`] uses it.
+pub fn command() -> clap::Command {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    // Global options reach every subcommand when the parser is built; hide them, once there,
+    // in the help of the commands that never open a home.
+    cmd.build();
+    let hide_globals =
+        |sub: clap::Command| sub.mut_args(|a| if a.is_global_set() { a.hide(true) } else { a });
+    let mut cmd = cmd.mut_subcommand("new", hide_globals);
+    cmd = cmd.mut_subcommand("dev", |dev| {
+        let names: Vec<String> = dev
+            .get_subcommands()
+            .map(|s| s.get_name().to_owned())
+            .collect();
+        names
+            .iter()
+            .fold(hide_globals(dev), |d, n| d.mut_subcommand(n, hide_globals))
+    });
+    cmd
 }
 
 /// Parses a run id argument with [`check_run_id`]; a refusal repeats only the start of a long id.

@@ -11,7 +11,11 @@ const LINE_CHARS: usize = 100;
 
 /// `err` with the line it names quoted, the text of `path` taken from `text` when given, else
 /// read again (an error of a nested file is quoted from that file).
-pub(super) fn with_source(mut err: WorkflowError, path: &Path, text: Option<&str>) -> WorkflowError {
+pub(super) fn with_source(
+    mut err: WorkflowError,
+    path: &Path,
+    text: Option<&str>,
+) -> WorkflowError {
     let Some(line) = err.line.filter(|&l| l > 0) else {
         return err;
     };
@@ -29,7 +33,10 @@ pub(super) fn with_source(mut err: WorkflowError, path: &Path, text: Option<&str
             None => return err,
         },
     };
-    let Some(source) = text.lines().nth(usize::try_from(line - 1).unwrap_or(usize::MAX)) else {
+    let Some(source) = text
+        .lines()
+        .nth(usize::try_from(line - 1).unwrap_or(usize::MAX))
+    else {
         return err;
     };
     err.source_line = Some(quoted(source, err.column));

@@ -9,6 +9,7 @@ use crate::driver::Runtime;
 
 /// The arguments of `weft cancel`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(after_help = "Examples:\n  weft cancel 01JABCDEF...")]
 pub struct CancelArgs {
     /// The run.
     #[arg(value_parser = RunIdArg, allow_hyphen_values = true)]

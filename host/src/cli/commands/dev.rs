@@ -15,6 +15,9 @@ pub enum DevCmd {
     /// Serve a scripted model double: an OpenAI-compatible (`/v1/chat/completions`) and
     /// Anthropic-compatible (`/v1/messages`) server replaying the script's conversations
     /// (docs/MODEL-DOUBLE.md), until Ctrl-C.
+    #[command(
+        after_help = "Examples:\n  weft dev model --script examples/agent/script.yaml --addr 127.0.0.1:8077\n  (then point a model's `base-url:` at http://127.0.0.1:8077/v1)"
+    )]
     Model {
         /// The script (YAML).
         #[arg(long, value_name = "FILE")]

@@ -12,6 +12,9 @@ use crate::workflow::load_workflow;
 
 /// The arguments of `weft graph`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(
+    after_help = "Examples:\n  weft graph examples/approval.yaml > approval.mmd\n  weft graph examples/approval.yaml --format dot | dot -Tsvg > approval.svg"
+)]
 pub struct GraphArgs {
     /// The workflow file.
     pub file: PathBuf,

@@ -14,12 +14,16 @@ use crate::driver::Runtime;
 #[derive(Debug, Clone, Subcommand, Serialize, Deserialize)]
 pub enum PluginCmd {
     /// The steps and tools a plugin exports, with their schemas.
+    #[command(after_help = "Examples:\n  weft plugin inspect examples/plugins/text.wasm")]
     Inspect {
         /// The component.
         file: PathBuf,
     },
     /// Compile components into the plugin cache ahead of their first run (with
     /// `--plugin-cache DIR`, for every home sharing that directory).
+    #[command(
+        after_help = "Examples:\n  weft plugin compile examples/plugins/*.wasm\n  weft --plugin-cache /var/cache/weft plugin compile plugins/*.wasm"
+    )]
     Compile {
         /// The components.
         #[arg(required = true)]

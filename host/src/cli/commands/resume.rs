@@ -13,6 +13,9 @@ use crate::engine::ResumeRequest;
 
 /// The arguments of `weft resume`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(
+    after_help = "Examples:\n  weft resume 01JABCDEF... --data '{\"approved\": true}'\n  weft resume 01JABCDEF... --label manager --data '{\"approved\": false}'\n  weft resume 01JABCDEF...   (no data: recover a run whose process died)"
+)]
 pub struct ResumeArgs {
     /// The run.
     #[arg(value_parser = RunIdArg, allow_hyphen_values = true)]

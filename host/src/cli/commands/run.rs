@@ -15,6 +15,9 @@ use crate::workflow::load_workflow;
 
 /// The arguments of `weft run`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(
+    after_help = "Examples:\n  weft run examples/quickstart.yaml\n  weft run examples/quickstart.yaml --input '{\"text\": \"hello\"}'\n  weft run flow.yaml --input-file input.json --json > record.json\n  weft run --from-step route.approve --of 01JABCDEF..."
+)]
 pub struct RunArgs {
     /// The workflow file (optional with --from-step: the source's stored definition).
     pub file: Option<PathBuf>,

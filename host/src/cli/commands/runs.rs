@@ -10,6 +10,9 @@ use crate::engine::RunStatus;
 
 /// The arguments of `weft runs`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(
+    after_help = "Examples:\n  weft runs\n  weft runs --status suspended\n  weft runs --workflow quickstart --status failed"
+)]
 pub struct RunsArgs {
     /// Only runs of this workflow.
     #[arg(long)]

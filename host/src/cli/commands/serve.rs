@@ -15,6 +15,9 @@ const SERVE_CONCURRENCY: usize = 64;
 
 /// The arguments of `weft serve`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(
+    after_help = "Examples:\n  weft serve --workflows examples   (then open http://127.0.0.1:8080)\n  WEFT_TOKEN=s3cret weft serve --addr 0.0.0.0:8080 --token-env WEFT_TOKEN --allow-host weft.example.com"
+)]
 pub struct ServeArgs {
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:8080")]

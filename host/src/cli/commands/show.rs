@@ -10,6 +10,9 @@ use crate::driver::Runtime;
 
 /// The arguments of `weft show`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(
+    after_help = "Examples:\n  weft show 01JABCDEF...\n  weft show 01JABCDEF... --json | jq .result"
+)]
 pub struct ShowArgs {
     /// The run.
     #[arg(value_parser = RunIdArg, allow_hyphen_values = true)]

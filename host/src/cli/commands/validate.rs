@@ -11,6 +11,7 @@ use crate::workflow::load_workflow;
 
 /// The arguments of `weft validate`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(after_help = "Examples:\n  weft validate examples/approval.yaml")]
 pub struct ValidateArgs {
     /// The workflow file.
     pub file: PathBuf,

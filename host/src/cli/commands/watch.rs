@@ -9,6 +9,9 @@ use crate::driver::Runtime;
 
 /// The arguments of `weft watch`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(
+    after_help = "Examples:\n  weft watch 01JABCDEF... --follow\n  weft watch 01JABCDEF... --from-seq 40"
+)]
 pub struct WatchArgs {
     /// The run.
     #[arg(value_parser = RunIdArg, allow_hyphen_values = true)]

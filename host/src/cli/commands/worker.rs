@@ -9,6 +9,9 @@ use crate::driver::{Recovery, Runtime, RuntimeError};
 
 /// The arguments of `weft worker`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(
+    after_help = "Examples:\n  weft worker --store postgres://weft@db/weft\n  weft worker --store postgres://weft@db/weft --concurrency 64"
+)]
 pub struct WorkerArgs {
     /// Runs driven at once (pending or running) before it takes up more.
     #[arg(long, default_value_t = 64)]

@@ -28,6 +28,9 @@ use write::{check_free, write_project};
 
 /// The arguments of `weft new`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[command(
+    after_help = "Examples:\n  weft new step shout\n  weft new tool lookup --lang python --dir plugins\n  weft new step fast --lean"
+)]
 pub struct NewArgs {
     /// What the plugin exports: a workflow `step` or a `tool`.
     #[arg(value_enum)]
