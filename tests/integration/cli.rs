@@ -176,7 +176,8 @@ impl Home {
         path
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    /// `weft --home HOME ARGS...` on this home's store, its output piped.
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
         cmd.env_remove("WEFT_HOME")
             .env_remove("WEFT_LOG")

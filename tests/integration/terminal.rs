@@ -2,6 +2,10 @@
 //! ones, examples), the progress of a run (a live display on a terminal, lines on a pipe), a
 //! failure said once, and a note while a plugin compiles.
 
+use std::os::unix::ffi::OsStrExt;
+
+use crate::cli::{Home, path_str};
+
 /// Every command and subcommand, with its path of names (`["plugin", "compile"]`).
 fn commands(cmd: &clap::Command, path: Vec<String>, all: &mut Vec<(Vec<String>, clap::Command)>) {
     // clap's own `help` subcommands are not weft's.
@@ -64,4 +68,132 @@ fn every_command_has_examples_and_its_own_options_before_the_global_ones() {
             );
         }
     }
+}
+
+/// A run of 120 foreach items ending in a small result; with `fail`, its last item fails.
+fn foreach_file(home: &Home, fail: bool) -> std::path::PathBuf {
+    let last = if fail { "{m: 1}" } else { "{n: 119}" };
+    home.file(
+        "each.yaml",
+        &format!(
+            "id: each\nplugins:\n  kit: {{ wasm: \"{{testkit}}\" }}\nsteps:\n  - map: {{ id: items, expr: '[range(119) | {{n: .}}] + [{last}]' }}\n  - foreach:\n      id: each\n      do: {{ id: inc, plugin: kit, step: inc }}\n  - map: {{ id: total, expr: '.steps.each | length' }}\n"
+        ),
+    )
+}
+
+/// Runs `weft ARGS...` on `home` with its stdout and stderr a terminal (a pseudo-terminal of 100
+/// columns), as a person at a shell runs it; returns its exit code and all it wrote.
+fn on_a_terminal(home: &Home, args: &[&str]) -> (i32, String) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("ptsname");
+    let name = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name.as_bytes()));
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&name)
+        .expect("open the terminal");
+    let size = rustix::termios::Winsize {
+        ws_row: 40,
+        ws_col: 100,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    rustix::termios::tcsetwinsize(&tty, size).expect("size the terminal");
+    let mut cmd = home.command(args);
+    cmd.stdout(tty.try_clone().expect("dup")).stderr(tty);
+    let mut child = cmd.spawn().expect("spawn weft");
+    // Only the child holds the terminal now: reading ends when it has exited.
+    drop(cmd);
+    let mut master = std::fs::File::from(master);
+    let mut written = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match std::io::Read::read(&mut master, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => written.extend_from_slice(&buf[..n]),
+            // EIO: every end of the terminal is closed.
+            Err(_) => break,
+        }
+    }
+    let status = child.wait().expect("wait for weft");
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&written).into_owned(),
+    )
+}
+
+#[test]
+fn a_long_foreach_on_a_terminal_is_one_line_redrawn_and_a_line_per_event_on_a_pipe() {
+    let home = Home::new();
+    let file = foreach_file(&home, false);
+    let (code, shown) = on_a_terminal(&home, &["run", path_str(&file)]);
+    assert_eq!(code, 0, "{shown}");
+    // One status line redrawn in place, the foreach's items as a bar ...
+    assert!(
+        shown.contains("\r\x1b[2K"),
+        "the line is redrawn: {shown:?}"
+    );
+    assert!(shown.contains("/120 items"), "{shown:?}");
+    assert!(shown.contains("3 done, 0 running in "), "{shown:?}");
+    // ... and no line per event: a handful of lines in all, the record among them.
+    assert!(!shown.contains("step-progress"), "{shown:?}");
+    let lines = shown.lines().count();
+    assert!(lines < 20, "{lines} lines on the terminal: {shown}");
+    assert!(
+        shown.contains("(each): success") && shown.contains("result: 120"),
+        "{shown}"
+    );
+
+    // On a pipe: a line per event, as before, for scripts and logs.
+    let out = home.weft(&["run", path_str(&file)]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let progress = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("step-progress each"))
+        .count();
+    assert_eq!(progress, 120, "{out:?}");
+    assert!(!out.stderr.contains('\x1b'), "{out:?}");
+}
+
+#[test]
+fn a_failure_is_written_out_once() {
+    let home = Home::new();
+    let file = foreach_file(&home, true);
+    let message = "\"n\" is a required property";
+    let (code, shown) = on_a_terminal(&home, &["run", path_str(&file)]);
+    assert_eq!(code, 1, "{shown}");
+    assert_eq!(shown.matches(message).count(), 1, "{shown}");
+    assert!(shown.contains("1 failed"), "{shown:?}");
+
+    // On a pipe: the item's event says it, the step's and the run's name that line; the
+    // record on stdout says it once.
+    let out = home.weft(&["run", path_str(&file)]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let saying: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("is a required property"))
+        .collect();
+    assert_eq!(saying.len(), 1, "{out:?}");
+    let said = saying
+        .first()
+        .and_then(|l| l.get(1..4))
+        .unwrap_or_default()
+        .to_owned();
+    for kind in ["step-failed each", "run-failed"] {
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.contains(kind))
+            .unwrap_or_default();
+        assert!(
+            line.ends_with(&format!("the failure of [{said}]")),
+            "{line:?}: {out:?}"
+        );
+    }
+    assert_eq!(out.stdout.matches(message).count(), 1, "{out:?}");
 }

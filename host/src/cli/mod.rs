@@ -8,10 +8,11 @@
 //! forwarding to its holder ([`main`]), and the dispatch of a command to its `exec`
 //! ([`exec`]). Each command's arguments and `exec` are in a file of its own under `commands/`
 //! (`weft new`, with its templates, under `commands/new/`); `control` is the control socket,
-//! `output` where text goes.
+//! `output` where text goes, `live` the progress display on a terminal.
 
 mod commands;
 mod control;
+mod live;
 mod output;
 pub mod telemetry;
 

@@ -2,6 +2,8 @@
 
 use std::io::Write;
 
+use serde_json::Value;
+
 use crate::driver::StoredEvent;
 use crate::engine::EventKind;
 
@@ -19,6 +21,11 @@ pub trait Output: Send {
     /// The command's run `run_id` is stored: a client served through the control socket
     /// learns it, so it can say how to go on should the serving process die (S118).
     fn started(&mut self, _run_id: &str) {}
+    /// Whether stderr is a terminal a live display can be drawn on (never for a client served
+    /// through the control socket, which gets lines).
+    fn terminal(&self) -> bool {
+        false
+    }
 }
 
 /// This process's own stdout and stderr.
@@ -39,14 +46,21 @@ impl Output for StdOutput {
         let _ = write!(err, "{text}");
         let _ = err.flush();
     }
+
+    fn terminal(&self) -> bool {
+        std::io::IsTerminal::is_terminal(&std::io::stderr())
+    }
 }
 
 /// Progress on stderr: one line per event, except a model's text, which is shown as it streams
-/// (`PATH: text…` on one line, ended by the next event).
+/// (`PATH: text…` on one line, ended by the next event). A failure is written out once: the
+/// events that carry it on (the step's, the run's) name the line that said it.
 #[derive(Default)]
 pub(super) struct Progress {
     /// The path of the model call whose text is being shown.
     streaming: Option<String>,
+    /// The last failure written out: its step and message, and the event that said it.
+    said: Option<(Value, Value, u64)>,
 }
 
 impl Progress {
@@ -68,6 +82,20 @@ impl Progress {
             return;
         }
         self.end(out);
+        if let Some(error) = ev.data.get("error") {
+            let key = (error.get("step").cloned(), error.get("message").cloned());
+            if let (Some(step), Some(message)) = key {
+                match &self.said {
+                    Some((s, m, seq)) if *s == step && *m == message => {
+                        let mut line = progress_line(&ev_without_data(ev), max_data);
+                        line.push_str(&format!(": the failure of [{seq:>3}]"));
+                        out.err(&line);
+                        return;
+                    }
+                    _ => self.said = Some((step, message, ev.seq)),
+                }
+            }
+        }
         out.err(&progress_line(ev, max_data));
     }
 
@@ -76,6 +104,14 @@ impl Progress {
         if self.streaming.take().is_some() {
             out.err("");
         }
+    }
+}
+
+/// `ev` without its data, for a line that refers to an earlier one.
+fn ev_without_data(ev: &StoredEvent) -> StoredEvent {
+    StoredEvent {
+        data: Value::Null,
+        ..ev.clone()
     }
 }
 

@@ -27,7 +27,7 @@ pub struct WorkflowError {
     pub fix: String,
     /// The text of the line named, made printable, with a caret line under it when the column
     /// is known.
-    pub source_line: Option<String>,
+    pub source_line: Option<Box<str>>,
 }
 
 impl WorkflowError {

@@ -39,7 +39,7 @@ pub(super) fn with_source(
     else {
         return err;
     };
-    err.source_line = Some(quoted(source, err.column));
+    err.source_line = Some(quoted(source, err.column).into());
     err
 }
 

@@ -3,6 +3,7 @@
 
 use super::refuse;
 use super::service::shutdown_signal;
+use crate::cli::live::Live;
 use crate::cli::output::Progress;
 use crate::cli::{
     EXIT_CANCELLED, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SUSPENDED, EXIT_TRIPWIRE, Output,
@@ -10,7 +11,8 @@ use crate::cli::{
 use crate::driver::{RunRecord, Runtime, RuntimeError};
 use crate::engine::RunStatus;
 
-/// Prints progress from `from` on to stderr until the run ends or suspends, then the result.
+/// Prints progress from `from` on to stderr (a live display on a terminal, else a line per
+/// event) until the run ends or suspends, then the result.
 ///
 /// Ctrl-C or SIGTERM stops the following: the run is left as stored, the exit code is
 /// [`EXIT_INTERRUPTED`] with how to go on, and the caller lets the run go as the process ends
@@ -46,11 +48,20 @@ pub(super) async fn follow_run(
 /// [`follow_run`] without its signals.
 async fn follow(rt: &Runtime, run_id: &str, from: u64, json: bool, out: &mut dyn Output) -> i32 {
     if let Ok(mut rx) = rt.watch_settled(run_id, from) {
-        let mut progress = Progress::default();
-        while let Some(ev) = rx.recv().await {
-            progress.show(out, &ev, rt.config().progress_data_bytes);
+        // A person at a terminal gets a live display; a pipe and `--json` one line per event.
+        if !json && out.terminal() {
+            let mut live = Live::new();
+            while let Some(ev) = rx.recv().await {
+                live.show(&ev);
+            }
+            live.finish();
+        } else {
+            let mut progress = Progress::default();
+            while let Some(ev) = rx.recv().await {
+                progress.show(out, &ev, rt.config().progress_data_bytes);
+            }
+            progress.end(out);
         }
-        progress.end(out);
     }
     let record = match rt.wait(run_id).await {
         Ok(r) => r,
