@@ -1,5 +1,7 @@
 //! The web console: a single page (`GET /`) and its script and style (`GET /ui/app.js`,
-//! `GET /ui/app.css`), embedded in the binary at build time. The page renders itself in the
+//! `GET /ui/app.css`), embedded in the binary at build time. The script is written as several
+//! files of named purpose under `ui/` and served joined, in the order [`SCRIPT`] lists them, so
+//! the page loads one script and the router one route. The page renders itself in the
 //! browser from the API (docs/SERVER.md, "The web console"); it loads nothing from anywhere but
 //! this server, which its Content-Security-Policy also enforces.
 
@@ -28,10 +30,10 @@ const fn fnv1a(bytes: &[u8]) -> u64 {
     hash
 }
 
-/// Declares an embedded asset from a file of `ui/`.
+/// Declares an embedded asset from files of `ui/`, joined in the order given.
 macro_rules! asset {
-    ($file:literal, $type:literal) => {{
-        const BODY: &str = include_str!(concat!("ui/", $file));
+    ($($file:literal),+; $type:literal) => {{
+        const BODY: &str = concat!($(include_str!(concat!("ui/", $file))),+);
         Asset {
             body: BODY,
             content_type: $type,
@@ -41,13 +43,25 @@ macro_rules! asset {
 }
 
 /// The app shell: the page every console view starts from.
-const SHELL: Asset = asset!("index.html", "text/html; charset=utf-8");
+const SHELL: Asset = asset!("index.html"; "text/html; charset=utf-8");
 
-/// The console's script: routing, views, forms, live updates.
-const SCRIPT: Asset = asset!("app.js", "text/javascript; charset=utf-8");
+/// The console's script: what every view uses first, each file after the ones it takes from,
+/// the routes last (each file says what it holds).
+const SCRIPT: Asset = asset!(
+    "core.js",
+    "forms.js",
+    "lists.js",
+    "graph.js",
+    "timeline.js",
+    "events.js",
+    "actions.js",
+    "run.js",
+    "app.js";
+    "text/javascript; charset=utf-8"
+);
 
 /// The console's style sheet.
-const STYLE: Asset = asset!("app.css", "text/css; charset=utf-8");
+const STYLE: Asset = asset!("app.css"; "text/css; charset=utf-8");
 
 /// What the shell may load and connect to: this server only, nothing inline, no frames.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \

@@ -1,0 +1,288 @@
+// The console's lists: runs (live, filtered, paged), the start form, and the workflows pages
+// (each workflow with its latest runs, and one workflow's page with its start form and runs).
+'use strict';
+
+(() => {
+  const {
+    POLL_MS, RUN_STATUSES, h, fill, main, nextId, clock, timeEl, badge, runHref, notify,
+    errorBox, showError, clearError, api, write, poller, inputEditor, busy,
+  } = self.weft;
+
+  // ---- the runs list -----------------------------------------------------------------------
+
+  /** A live, paged table of runs with `filter` ({status, workflow}); `{el, dispose, set}`. */
+  function runTable(title, filter, limit) {
+    const headingId = nextId('runs-h');
+    const state = { stack: [null], next: null, last: null };
+    const body = h('div', { class: 'runs-body' });
+    const info = h('p', { class: 'hint live', 'aria-live': 'off' });
+    const problem = errorBox();
+    const newer = h('button', { type: 'button', class: 'secondary' }, '← Newer');
+    const older = h('button', { type: 'button', class: 'secondary' }, 'Older →');
+    const pageNo = h('span', { class: 'page-no' });
+    const pager = h('div', { class: 'pager', hidden: true }, newer, pageNo, older);
+    const el = h('section', { class: 'panel runs', 'aria-labelledby': headingId, 'data-filter': filter.status || 'all' },
+      h('h2', { id: headingId }, title), problem, body, pager, info);
+
+    async function load() {
+      const q = new URLSearchParams({ limit: String(limit) });
+      if (filter.status) q.set('status', filter.status);
+      if (filter.workflow) q.set('workflow', filter.workflow);
+      const cursor = state.stack[state.stack.length - 1];
+      if (cursor) q.set('cursor', cursor);
+      let page;
+      try {
+        page = await api('GET', `/runs?${q}`);
+      } catch (e) {
+        showError(problem, e);
+        return;
+      }
+      clearError(problem);
+      state.next = page.next_cursor || null;
+      const key = JSON.stringify(page.runs);
+      if (key !== state.last) {
+        state.last = key;
+        rows(page.runs);
+      }
+      newer.disabled = state.stack.length === 1;
+      older.disabled = !state.next;
+      pager.hidden = newer.disabled && older.disabled;
+      pageNo.textContent = `Page ${state.stack.length}`;
+      info.textContent = `Live: updated ${clock(new Date().toISOString()).slice(0, 8)}, refreshed every ${POLL_MS / 1000} s.`;
+    }
+
+    function rows(runs) {
+      const focused = body.contains(document.activeElement) ? document.activeElement.dataset.key : null;
+      if (!runs.length) {
+        fill(body, h('p', { class: 'empty' }, state.stack.length > 1 ? 'No more runs.' : 'No runs match.'));
+        return;
+      }
+      const table = h('table', { class: 'cards' },
+        h('caption', { class: 'visually-hidden' }, title),
+        h('thead', null, h('tr', null, ['Run', 'Workflow', 'Status', 'Created', 'Updated']
+          .map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', null, runs.map((r) => h('tr', { 'data-run': r.run_id, 'data-status': r.status },
+          h('td', { 'data-label': 'Run', class: 'id' },
+            h('a', { href: runHref(r.run_id), 'data-key': `run:${r.run_id}` }, r.run_id)),
+          h('td', { 'data-label': 'Workflow' }, r.workflow_id),
+          h('td', { 'data-label': 'Status' }, badge(r.status)),
+          h('td', { 'data-label': 'Created' }, timeEl(r.created_at)),
+          h('td', { 'data-label': 'Updated' }, timeEl(r.updated_at))))));
+      fill(body, h('div', { class: 'table-wrap' }, table));
+      if (focused) {
+        const again = body.querySelector(`[data-key="${CSS.escape(focused)}"]`);
+        if (again) again.focus();
+      }
+    }
+
+    const poll = poller(load, POLL_MS);
+    newer.addEventListener('click', () => { state.stack.pop(); state.last = null; poll.now(); });
+    older.addEventListener('click', () => {
+      if (state.next) { state.stack.push(state.next); state.last = null; poll.now(); }
+    });
+    return {
+      el,
+      dispose: () => poll.stop(),
+    };
+  }
+
+  /** `#/runs?status=&workflow=&limit=`: filters and one live table (two for "needs attention"). */
+  async function runsView(params) {
+    const status = params.get('status') || '';
+    const workflow = params.get('workflow') || '';
+    const limit = [10, 25, 50, 100].includes(Number(params.get('limit'))) ? Number(params.get('limit')) : 25;
+    const attention = status === 'attention';
+    const heading = h('h1', { tabindex: '-1' }, attention ? 'Runs that need attention' : 'Runs');
+    const statusSel = h('select', { id: 'filter-status', name: 'status' },
+      h('option', { value: '' }, 'Any status'),
+      h('option', { value: 'attention' }, 'Needs attention'),
+      RUN_STATUSES.map((s) => h('option', { value: s }, s)));
+    statusSel.value = status;
+    const listId = nextId('workflow-ids');
+    const wfInput = h('input', { id: 'filter-workflow', name: 'workflow', list: listId, autocomplete: 'off', spellcheck: 'false', placeholder: 'any workflow' });
+    wfInput.value = workflow;
+    const ids = h('datalist', { id: listId });
+    const limitSel = h('select', { id: 'filter-limit', name: 'limit' }, [10, 25, 50, 100].map((n) => h('option', { value: String(n) }, String(n))));
+    limitSel.value = String(limit);
+    const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter runs', novalidate: true },
+      h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Status'), statusSel),
+      h('div', { class: 'field' }, h('label', { for: 'filter-workflow' }, 'Workflow'), wfInput, ids),
+      h('div', { class: 'field' }, h('label', { for: 'filter-limit' }, 'Per page'), limitSel),
+      h('div', { class: 'field buttons' }, h('button', { type: 'submit' }, 'Apply'),
+        h('a', { href: '#/runs', class: 'button secondary' }, 'Clear')));
+    const go = () => {
+      const q = new URLSearchParams();
+      if (statusSel.value) q.set('status', statusSel.value);
+      if (wfInput.value.trim()) q.set('workflow', wfInput.value.trim());
+      if (limitSel.value !== '25') q.set('limit', limitSel.value);
+      const hash = `#/runs${q.toString() ? `?${q}` : ''}`;
+      if (location.hash !== hash) location.hash = hash;
+    };
+    form.addEventListener('submit', (ev) => { ev.preventDefault(); go(); });
+    statusSel.addEventListener('change', go);
+    limitSel.addEventListener('change', go);
+
+    const filter = { workflow };
+    const tables = attention
+      ? [runTable('Suspended: waiting for a resume', { ...filter, status: 'suspended' }, limit),
+        runTable('Failed', { ...filter, status: 'failed' }, limit)]
+      : [runTable(status ? `Runs with status ${status}` : 'All runs, newest first', { ...filter, status }, limit)];
+    fill(main(), h('div', { class: 'view-head' }, heading,
+      h('a', { href: '#/start', class: 'button' }, 'Start a run')),
+    attention ? h('p', { class: 'hint' }, 'Suspended runs wait for someone to resume them; failed runs may want a re-run from a step.') : null,
+    form, tables.map((t) => t.el));
+    api('GET', '/workflows').then((list) => {
+      fill(ids, (list || []).map((w) => h('option', { value: w.id })));
+    }).catch(() => { /* no workflows directory: free text only */ });
+    return { title: heading.textContent, focus: heading, dispose: () => tables.forEach((t) => t.dispose()) };
+  }
+
+  // ---- starting a run ----------------------------------------------------------------------
+
+  const workflowName = (w) => (w.id === w.file ? w.id : `${w.id} (${w.file})`);
+  const workflowHref = (w) => `#/workflows/${encodeURIComponent(w.file)}`;
+
+  /** The form that starts a run of one of `list`: a choice of workflow unless `fixed`, its
+   *  input as fields from its schema, an optional run id. A workflow the server knows cannot
+   *  start (a plugin not built) says why and is not offered. */
+  function startForm(list, chosen, initial, fixed) {
+    const select = fixed ? null : h('select', { id: 'start-workflow', name: 'workflow' },
+      list.map((w, i) => h('option', { value: String(i) }, `${workflowName(w)}${w.problem ? ' (cannot start)' : ''}`)));
+    if (select) select.value = String(chosen);
+    const about = h('p', { class: 'hint', id: 'start-about', 'aria-live': 'polite' });
+    const editorBox = h('div', { class: 'editor-box' });
+    const runId = h('input', { id: 'start-run-id', name: 'run_id', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'start-run-id-hint' });
+    const submit = h('button', { type: 'submit', id: 'start-submit' }, 'Start run');
+    const problem = errorBox();
+    let editor = null;
+    const picked = () => list[select ? Number(select.value) : chosen];
+    const pick = (useInitial) => {
+      const w = picked();
+      about.textContent = w.description || `From ${w.file}.`;
+      about.classList.toggle('error', Boolean(w.problem));
+      if (w.problem) about.textContent = `This workflow cannot start: ${w.problem}.`;
+      submit.disabled = Boolean(w.problem);
+      editor = inputEditor(w.input_schema, useInitial ? initial : undefined, 'start-input', 'Input');
+      fill(editorBox, h('fieldset', { class: 'plain' }, h('legend', null, 'Input'), editor.el));
+    };
+    pick(true);
+    if (select) select.addEventListener('change', () => pick(false));
+    const form = h('form', { class: 'panel start', novalidate: true, 'aria-labelledby': 'start-legend' },
+      h('h2', { id: 'start-legend' }, fixed ? 'Start a run' : 'Workflow and input'),
+      select ? h('div', { class: 'field' }, h('label', { for: 'start-workflow' }, 'Workflow'), select, about) : about,
+      editorBox,
+      h('div', { class: 'field' }, h('label', { for: 'start-run-id' }, 'Run id (optional)'), runId,
+        h('span', { class: 'hint', id: 'start-run-id-hint' }, 'Left empty, the server makes one.')),
+      h('div', { class: 'buttons' }, submit), problem);
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      busy(submit, problem, form, async () => {
+        const w = picked();
+        const body = { workflow: w.id, input: editor.read(false) };
+        if (runId.value.trim()) body.run_id = runId.value.trim();
+        let res;
+        try {
+          res = await write('POST', '/runs', body);
+        } catch (e) {
+          // Two files with one id: name the file instead.
+          if (e.code !== 'ambiguous-workflow') throw e;
+          res = await write('POST', '/runs', { ...body, workflow: undefined, file: w.file });
+        }
+        notify(`Started run ${res.run_id}.`, 'ok', true);
+        location.hash = runHref(res.run_id);
+      });
+    });
+    return form;
+  }
+
+  /** The workflows of the directory, or a paragraph saying why there are none. */
+  async function workflowList(area) {
+    try {
+      const list = await api('GET', '/workflows');
+      if (list.length) return list;
+      fill(area, h('p', { class: 'empty' }, 'The workflows directory holds no workflow.'));
+    } catch (e) {
+      fill(area, h('p', { class: 'error', role: 'alert' }, e.message));
+    }
+    return null;
+  }
+
+  /** `#/start?workflow=ID&from=RUN`: pick a workflow, fill its input, start it. */
+  async function startView(params) {
+    const heading = h('h1', { tabindex: '-1' }, 'Start a run');
+    const area = h('div', null, h('p', { class: 'hint' }, 'Loading the workflows…'));
+    fill(main(), h('div', { class: 'view-head' }, heading), area);
+    const list = await workflowList(area);
+    if (!list) return { title: 'Start a run', focus: heading };
+    let initial;
+    const from = params.get('from');
+    if (from) {
+      try { initial = (await api('GET', `/runs/${encodeURIComponent(from)}`)).input; } catch { initial = undefined; }
+    }
+    const wanted = list.findIndex((w) => w.id === params.get('workflow') || w.file === params.get('workflow'));
+    const startable = list.findIndex((w) => !w.problem);
+    fill(area, startForm(list, wanted >= 0 ? wanted : Math.max(startable, 0), initial, false));
+    return { title: 'Start a run', focus: heading };
+  }
+
+  // ---- the workflows pages -----------------------------------------------------------------
+
+  const RECENT = 5;
+
+  /** A workflow's latest runs, read once: a short list of links with their status. */
+  async function recentRuns(w, box) {
+    try {
+      const page = await api('GET', `/runs?${new URLSearchParams({ workflow: w.id, limit: String(RECENT) })}`);
+      fill(box, page.runs.length
+        ? h('ul', { class: 'recent' }, page.runs.map((r) => h('li', { 'data-run': r.run_id, 'data-status': r.status },
+          h('a', { href: runHref(r.run_id), class: 'id' }, r.run_id), ' ', badge(r.status), ' ', timeEl(r.created_at))))
+        : h('p', { class: 'empty' }, 'No run yet.'));
+    } catch (e) {
+      fill(box, h('p', { class: 'error' }, e.message));
+    }
+  }
+
+  /** `#/workflows`: every workflow of the directory, what it does, its latest runs. */
+  async function workflowsView() {
+    const heading = h('h1', { tabindex: '-1' }, 'Workflows');
+    const area = h('div', null, h('p', { class: 'hint' }, 'Loading the workflows…'));
+    fill(main(), h('div', { class: 'view-head' }, heading), area);
+    const list = await workflowList(area);
+    if (!list) return { title: 'Workflows', focus: heading };
+    fill(area, h('ul', { class: 'workflows' }, list.map((w) => {
+      const runs = h('div', { class: 'recent-box' }, h('p', { class: 'hint' }, 'Loading its runs…'));
+      recentRuns(w, runs);
+      const headingId = nextId('wf-h');
+      return h('li', { class: 'panel workflow', 'data-workflow': w.id, 'data-file': w.file, 'aria-labelledby': headingId },
+        h('h2', { id: headingId }, h('a', { href: workflowHref(w) }, workflowName(w))),
+        w.problem
+          ? h('p', { class: 'error' }, `This workflow cannot start: ${w.problem}.`)
+          : h('p', null, w.description || `From ${w.file}.`),
+        h('h3', null, 'Latest runs'), runs,
+        h('div', { class: 'buttons' },
+          h('a', { href: workflowHref(w), class: `button${w.problem ? ' secondary' : ''}` }, w.problem ? 'See why' : 'Start a run'),
+          h('a', { href: `#/runs?workflow=${encodeURIComponent(w.id)}`, class: 'button secondary' }, 'All its runs')));
+    })));
+    return { title: 'Workflows', focus: heading };
+  }
+
+  /** `#/workflows/FILE`: one workflow, its start form and its runs, live. */
+  async function workflowView(file) {
+    const heading = h('h1', { tabindex: '-1' }, 'Workflow ', h('span', { class: 'id' }, file));
+    const area = h('div', null, h('p', { class: 'hint' }, 'Loading the workflow…'));
+    fill(main(), h('div', { class: 'view-head' }, heading, h('a', { href: '#/workflows', class: 'button secondary' }, 'All workflows')), area);
+    const list = await workflowList(area);
+    const at = list ? list.findIndex((w) => w.file === file) : -1;
+    if (at < 0) {
+      if (list) fill(area, h('p', { class: 'error', id: 'no-workflow' }, `The workflows directory has no file ${file}.`));
+      return { title: `Workflow ${file}`, focus: heading };
+    }
+    const w = list[at];
+    fill(heading, 'Workflow ', h('span', { class: 'id' }, w.id));
+    const runs = runTable(`Runs of ${w.id}, newest first`, { workflow: w.id }, 10);
+    fill(area, h('p', { class: 'hint' }, `File ${w.file}.`), startForm(list, at, undefined, true), runs.el);
+    return { title: `Workflow ${w.id}`, focus: heading, dispose: runs.dispose };
+  }
+
+  Object.assign(self.weft, { runsView, startView, workflowsView, workflowView });
+})();
