@@ -5,10 +5,13 @@
 //
 // It starts `target/debug/weft serve --workflows examples` on a fresh home, drives the console
 // like a person would (start `approval` with amount 1500, watch it suspend, approve it, watch it
-// succeed), checks the "needs attention" filter, the live step output, the token prompt, that
-// the page asks nothing of any other origin, that an unknown run's page says so, and that it
-// fits a 390 px wide phone. Screenshots go
-// to target/browser-artifacts/. It waits on page state only, never on the clock.
+// succeed with its result at the top; deny another), checks the "needs attention" filter, the
+// workflows page, the live step output, the token prompt, that the page asks nothing of any
+// other origin, that an unknown run's page says so, and that it fits a 390 px wide phone. A
+// second server, over a workflow the test writes (a foreach whose items are retried, a loop, a
+// sleep, a retried step, a suspension), checks the timeline, its items and iterations, and the
+// event filter. Screenshots go to target/browser-artifacts/. It waits on page state only, never
+// on the clock.
 
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -60,10 +63,11 @@ function tempDir(prefix) {
   return dir;
 }
 
-/** Starts `weft serve` on a fresh home; resolves to its origin once it prints `serving URL`. */
-function serve(extraArgs = [], env = {}) {
+/** Starts `weft serve` over `workflows` on a fresh home; resolves to its origin once it prints
+ *  `serving URL`. */
+function serve(extraArgs = [], env = {}, workflows = 'examples') {
   const home = tempDir('weft-console-home-');
-  const child = spawn(WEFT, ['--home', home, 'serve', '--addr', '127.0.0.1:0', '--workflows', 'examples', ...extraArgs], {
+  const child = spawn(WEFT, ['--home', home, 'serve', '--addr', '127.0.0.1:0', '--workflows', workflows, ...extraArgs], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -190,11 +194,11 @@ async function main() {
       `the graph's approve box says ${JSON.stringify(nodeText)}`);
     await page.locator('.g-node[data-path="message"][data-status="not started"]').waitFor();
     for (const type of ['run-started', 'step-started', 'step-suspended', 'run-suspended']) {
-      await page.locator(`#timeline li[data-type="${type}"]`).first().waitFor();
+      await page.locator(`#event-list li[data-type="${type}"]`).first().waitFor();
     }
     await page.locator('#stream-state[data-state="live"]').waitFor();
-    await page.locator('form.resume-card[data-path="approve"]').waitFor();
-    check(await page.getByLabel('approved').isVisible(), 'the resume form has no field from the resume schema');
+    await page.locator('form.resume-card[data-path="approve"][data-kind="approval"]').waitFor();
+    check(await page.getByLabel('by', { exact: true }).isVisible(), 'the resume form has no field from the resume schema');
     check(!(await page.locator('#resume-0-json').isVisible()), 'the raw JSON box shows beside the resume form');
     // The step table opens a row to show the step's input.
     const row = page.locator('tr.step-row[data-path="approve"]');
@@ -218,6 +222,26 @@ async function main() {
     await shot(page, 'attention-desktop');
   });
 
+  await step('the approval form says what Approve and Deny each send, with no field of its own for the answer', async () => {
+    await page.click(`section.runs[data-filter="suspended"] a:text("${runId}")`);
+    const form = page.locator('form.resume-card[data-path="approve"][data-kind="approval"]');
+    await form.waitFor();
+    check(await form.getByLabel('approved').count() === 0, 'the form still has an `approved` field beside the buttons');
+    check((await form.locator('.explain').textContent()).includes('the one you press is the answer'),
+      'the form does not say that the button pressed is the answer');
+    await form.getByLabel('by', { exact: true }).fill('ana');
+    await form.locator('.choice[data-action="approve"] code.sends:text-is(\'{"by":"ana","approved":true}\')').waitFor();
+    await form.locator('.choice[data-action="deny"] code.sends:text-is(\'{"by":"ana","approved":false}\')').waitFor();
+    const approve = await form.locator('.choice[data-action="approve"] p').textContent();
+    const deny = await form.locator('.choice[data-action="deny"] p').textContent();
+    check(approve.startsWith('Approve: ') && /as approved/.test(approve), `Approve says ${JSON.stringify(approve)}`);
+    check(deny.startsWith('Deny: ') && /as denied/.test(deny), `Deny says ${JSON.stringify(deny)}`);
+    check(await form.locator('button[data-action="resume"]').count() === 0, 'a third button competes with Approve and Deny');
+    await shot(page, 'approval-desktop');
+    await page.click('nav a:text("Needs attention")');
+    await page.locator(`section.runs[data-filter="suspended"] tr[data-run="${runId}"]`).waitFor();
+  });
+
   await step('approving from the page resumes the run, and it reaches success live', async () => {
     await page.click(`section.runs[data-filter="suspended"] a:text("${runId}")`);
     await page.waitForSelector('#run-status[data-status="suspended"]');
@@ -227,11 +251,19 @@ async function main() {
     await page.waitForSelector('#notice :text("Resumed approve: approved.")');
     await page.waitForSelector('#run-status[data-status="success"]');
     for (const type of ['run-resumed', 'step-succeeded', 'run-succeeded']) {
-      await page.locator(`#timeline li[data-type="${type}"]`).first().waitFor();
+      await page.locator(`#event-list li[data-type="${type}"]`).first().waitFor();
     }
     await page.locator('.g-node[data-path="approve"][data-status="success"]').waitFor();
     await page.locator('.g-node[data-path="message"][data-status="success"]').waitFor();
-    await page.waitForSelector('.data pre.json:text("Order approved by ana.")');
+    await page.waitForSelector('#run-result pre.json:text("Order approved by ana.")');
+    // The result comes first: before the timeline, the graph and the events, in the first screen.
+    const top = await page.evaluate(() => {
+      window.scrollTo(0, 0);
+      const result = document.getElementById('run-result');
+      const after = ['timeline', 'event-list'].every((id) => result.compareDocumentPosition(document.getElementById(id)) & Node.DOCUMENT_POSITION_FOLLOWING);
+      return { after, top: result.getBoundingClientRect().top, view: window.innerHeight };
+    });
+    check(top.after && top.top < top.view / 2, `the result is not at the top: ${JSON.stringify(top)}`);
     await page.locator('#stream-state[data-state="closed"]').waitFor();
     check(await page.evaluate(() => window.stillTheSamePage === true), 'the page was reloaded');
     // An ended run offers a re-run from a step instead of a cancel.
@@ -258,8 +290,52 @@ async function main() {
     await page.click('#cancel-yes');
     await page.waitForSelector('#notice :text("cancelled.")');
     await page.waitForSelector('#run-status[data-status="cancelled"]');
-    await page.locator('#timeline li[data-type="run-cancelled"]').waitFor();
+    await page.locator('#event-list li[data-type="run-cancelled"]').waitFor();
     await page.locator('.g-node[data-path="approve"][data-status="cancelled"]').waitFor();
+  });
+
+  await step('Deny resumes the step as denied', async () => {
+    await page.goto(`${origin}/#/start?workflow=approval`);
+    await page.getByLabel('amount').fill('2000');
+    await page.click('#start-submit');
+    await page.waitForSelector('#run-status[data-status="suspended"]');
+    const form = page.locator('form.resume-card[data-path="approve"][data-kind="approval"]');
+    await form.getByLabel('by', { exact: true }).fill('bob');
+    await form.locator('button[data-action="deny"]').click();
+    await page.waitForSelector('#notice :text("Resumed approve: denied.")');
+    await page.waitForSelector('#run-status[data-status="success"]');
+    await page.waitForSelector('#run-result pre.json:text("Order rejected by bob.")');
+  });
+
+  await step('the workflows page lists each workflow with its runs, and starts one', async () => {
+    await page.click('nav a:text("Workflows")');
+    await page.waitForSelector('main h1:text-is("Workflows")');
+    check(await page.locator('nav a[aria-current="page"]:text("Workflows")').count() === 1, 'the nav does not mark "Workflows"');
+    const approval = page.locator('li.workflow[data-workflow="approval"]');
+    await approval.locator(`ul.recent li[data-run="${runId}"][data-status="success"]`).waitFor();
+    check((await approval.textContent()).includes('Approves small orders'), 'the card does not say what approval does');
+    await page.locator('li.workflow[data-workflow="quickstart"] .recent-box :text("No run yet.")').waitFor();
+    if (!fs.existsSync(path.join(ROOT, 'examples', 'python', 'wordstats.wasm'))) {
+      await page.locator('li.workflow[data-workflow="polyglot"] .error:text("This workflow cannot start")').waitFor();
+    }
+    await shot(page, 'workflows-desktop');
+    await approval.locator('a:text("Start a run")').click();
+    await page.waitForFunction(() => location.hash === '#/workflows/approval.yaml');
+    await page.waitForSelector('main h1:text("Workflow approval")');
+    check(await page.locator('#start-workflow').count() === 0, 'the workflow page asks again which workflow');
+    await page.locator(`section.runs tr[data-run="${runId}"]`).waitFor();
+    await page.getByLabel('amount').fill('10');
+    await page.click('#start-submit');
+    await page.waitForSelector('#run-status[data-status="success"]');
+    await page.waitForSelector('#run-result pre.json:text("Order approved by auto.")');
+    const started = decodeURIComponent((await page.evaluate(() => location.hash)).slice('#/runs/'.length));
+    await page.goBack();
+    await page.locator(`section.runs tr[data-run="${started}"][data-status="success"]`).waitFor();
+    if (!fs.existsSync(path.join(ROOT, 'examples', 'python', 'wordstats.wasm'))) {
+      await page.goto(`${origin}/#/workflows/polyglot.yaml`);
+      await page.waitForSelector('#start-about.error:text("This workflow cannot start")');
+      check(await page.locator('#start-submit').isDisabled(), 'a workflow that cannot start offers its start');
+    }
   });
 
   await step('a step\'s writer output is shown, and a schema default fills the form', async () => {
@@ -289,6 +365,10 @@ async function main() {
     await page.getByLabel('amount').waitFor();
     await fits(page, 'start page');
     await shot(page, 'start-phone');
+    await page.goto(`${origin}/#/workflows`);
+    await page.locator(`li.workflow[data-workflow="approval"] ul.recent li[data-run="${runId}"]`).waitFor();
+    await fits(page, 'workflows page');
+    await shot(page, 'workflows-phone');
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.goto(`${origin}/#/runs`);
     await page.locator(`section.runs tr[data-run="${runId}"]`).waitFor();
@@ -324,6 +404,164 @@ async function main() {
     });
     check(focused.tag === 'A', `Tab first reaches a ${focused.tag}`);
     check(focused.outline !== 'none' && focused.width !== '0px', `the focused link shows no outline: ${JSON.stringify(focused)}`);
+  });
+
+  // A workflow the test writes for the timeline: a foreach of three items, two at a time, whose
+  // step fails once and passes on its retry; a loop of three iterations; a sleep; a step retried
+  // once; a step that suspends. Its plugin is copied beside it, as workflow paths are relative.
+  const flows = tempDir('weft-console-workflows-');
+  fs.mkdirSync(path.join(flows, 'plugins'));
+  fs.copyFileSync(path.join(ROOT, 'examples', 'plugins', 'testkit.wasm'), path.join(flows, 'plugins', 'testkit.wasm'));
+  fs.writeFileSync(path.join(flows, 'timeline.yaml'), `id: timeline
+description: Items retried once, a loop, a sleep, a retried step and a suspension.
+input-schema:
+  type: object
+  properties:
+    items: { default: [1, 2, 3] }
+plugins:
+  kit: { wasm: plugins/testkit.wasm }
+steps:
+  - map: { id: list, expr: '.input.items' }
+  - foreach:
+      id: each
+      concurrency: 2
+      do:
+        id: flaky
+        plugin: kit
+        step: fail
+        config: { code: flaky, message: fails once, retryable: true, succeed-on-attempt: 1 }
+        retry: { attempts: 2, delay-ms: 60 }
+  - map: { id: zero, expr: '{n: 0}' }
+  - loop:
+      id: count
+      do-until: '.output.n >= 3'
+      do: { id: inc, plugin: kit, step: inc }
+  - sleep: { id: pause, ms: 180 }
+  - id: flaky-top
+    plugin: kit
+    step: fail
+    config: { code: flaky, message: fails once, retryable: true, succeed-on-attempt: 1 }
+    retry: { attempts: 2, delay-ms: 60 }
+  - { id: ask, plugin: kit, step: suspend, config: { labels: [reviewer] } }
+`);
+  let flowsOrigin = '';
+
+  await step('the timeline draws attempts, retries, the sleep and the suspension to scale', async () => {
+    flowsOrigin = await serve([], {}, flows);
+    extraOrigins.push(flowsOrigin);
+    await page.goto(`${flowsOrigin}/#/start?workflow=timeline`);
+    await page.getByLabel('items').waitFor();
+    await page.click('#start-submit');
+    await page.waitForSelector('#run-status[data-status="suspended"]');
+    await page.locator('#timeline .gantt-row[data-path="ask"] .seg[data-kind="suspended"]').waitFor();
+    for (const p of ['list', 'each', 'zero', 'count', 'pause', 'flaky-top', 'ask']) {
+      await page.locator(`#timeline .gantt-row[data-path="${p}"]`).waitFor();
+    }
+    const flaky = page.locator('#timeline .gantt-row[data-path="flaky-top"]');
+    const attempts = await flaky.locator('.seg[data-kind="attempt"]').evaluateAll((els) => els.map((e) => e.dataset.status));
+    check(JSON.stringify(attempts) === '["failed","success"]', `flaky-top's attempts are ${JSON.stringify(attempts)}`);
+    check(await flaky.locator('.seg[data-kind="retry-wait"]').count() === 1, 'flaky-top shows no delay before its retry');
+    check((await flaky.textContent()).includes('2 attempts'), 'flaky-top does not say it took 2 attempts');
+    check(await page.locator('#timeline .gantt-row[data-path="pause"] .seg[data-kind="sleep"]').count() === 1, 'the sleep is not drawn as one');
+    // One measure of every bar: inside its track, and as wide as its time says.
+    const bars = await page.evaluate(() => [...document.querySelectorAll('#timeline .gantt-row[data-key]')].flatMap((row) => {
+      const track = row.querySelector('.gantt-track').getBoundingClientRect();
+      return [...row.querySelectorAll('.seg')].map((seg) => {
+        const r = seg.getBoundingClientRect();
+        return { path: row.dataset.path, kind: seg.dataset.kind, ms: Number(seg.dataset.ms), left: r.left, right: r.right, width: r.width, track: [track.left, track.right] };
+      });
+    }));
+    for (const b of bars) {
+      check(b.width >= 1 && b.left >= b.track[0] - 0.5 && b.right <= b.track[1] + 0.5, `a bar is out of its track: ${JSON.stringify(b)}`);
+    }
+    const scaled = bars.filter((b) => b.ms >= 40 && b.kind !== 'suspended');
+    const perMs = scaled.map((b) => b.width / b.ms).sort((x, y) => x - y);
+    check(scaled.length >= 3 && perMs[perMs.length - 1] / perMs[0] < 1.25,
+      `bars are not to one scale: ${JSON.stringify(scaled.map((b) => [b.path, b.kind, b.ms, Math.round(b.width)]))}`);
+    const sleep = bars.find((b) => b.path === 'pause' && b.kind === 'sleep');
+    const delay = bars.find((b) => b.path === 'flaky-top' && b.kind === 'retry-wait');
+    check(sleep.ms >= 170 && delay.ms === 60 && sleep.width > 2 * delay.width, `the sleep ${JSON.stringify(sleep)} beside the delay ${JSON.stringify(delay)}`);
+    await shot(page, 'timeline-desktop');
+  });
+
+  await step('the timeline opens into each foreach item and loop iteration, and narrows the events to one', async () => {
+    await page.click('#timeline .gantt-row[data-path="each"]:not([data-item]) button.gantt-name');
+    const items = page.locator('#timeline .gantt-row[data-path="each"][data-item]');
+    await items.nth(2).waitFor();
+    check(await items.count() === 3, `the foreach opens into ${await items.count()} items`);
+    for (let i = 0; i < 3; i += 1) {
+      const row = page.locator(`#timeline .gantt-row[data-path="each"][data-item="${i}"]`);
+      check(await row.locator('.seg[data-kind="attempt"][data-status="failed"]').count() === 1
+        && await row.locator('.seg[data-kind="retry-wait"]').count() === 1
+        && await row.locator('.seg[data-kind="attempt"][data-status="success"]').count() === 1,
+      `item ${i} does not show a failed attempt, a delay and a passing attempt`);
+    }
+    await page.click('#timeline .gantt-row[data-path="each"][data-item="1"] button.gantt-name');
+    await page.waitForSelector('#timeline-detail:has-text("item 1")');
+    check((await page.textContent('#timeline-detail')).includes('attempt 2'), 'the item\'s detail does not list its attempts');
+    await page.locator('#timeline-detail pre.json:text("\\"index\\": 1")').first().waitFor();
+    const total = await page.locator('#event-list li').count();
+    await page.click('#timeline-only');
+    await page.waitForSelector('#events-scope:has-text("Only the events of item 1 of each.")');
+    const scoped = await page.locator('#event-list li').evaluateAll((els) => els.map((e) => [e.dataset.type, e.dataset.item]));
+    check(scoped.length >= 2 && scoped.length < total
+      && scoped.every(([type, item]) => item === '1' || type === 'step-progress'), `item 1's events are ${JSON.stringify(scoped)}`);
+    await page.click('#events-scope-clear');
+    await page.waitForFunction((n) => document.querySelectorAll('#event-list li').length === n, total);
+
+    await page.click('#timeline .gantt-row[data-path="count"]:not([data-iteration]) button.gantt-name');
+    const iterations = page.locator('#timeline .gantt-row[data-path="count"][data-iteration]');
+    await iterations.nth(2).waitFor();
+    check(await iterations.count() === 3, `the loop opens into ${await iterations.count()} iterations`);
+    await page.click('#timeline .gantt-row[data-path="count"][data-iteration="2"] button.gantt-name');
+    await page.locator('#timeline .gantt-row[data-path="count.inc"]').waitFor();
+    check(await page.locator('#timeline .gantt-row[data-path="count.inc"]').count() === 1, 'more than iteration 2 opened');
+    await page.click('#timeline-only');
+    await page.waitForSelector('#events-scope:has-text("Only the events of iteration 2 of count.")');
+    const inIteration = await page.locator('#event-list li').evaluateAll((els) => els.map((e) => [e.dataset.type, e.dataset.iteration]));
+    check(JSON.stringify(inIteration) === '[["step-started","2"],["step-succeeded","2"]]', `iteration 2's events are ${JSON.stringify(inIteration)}`);
+    await page.click('#events-scope-clear');
+    await shot(page, 'timeline-open-desktop');
+  });
+
+  await step('the events filter by kind and by a search of their path and data', async () => {
+    const total = await page.locator('#event-list li').count();
+    await page.selectOption('#events-kind', 'step-retrying');
+    await page.waitForSelector('#events-count:has-text("4 of")');
+    const kinds = await page.locator('#event-list li').evaluateAll((els) => els.map((e) => e.dataset.type));
+    check(kinds.length === 4 && kinds.every((k) => k === 'step-retrying'), `the retries listed are ${JSON.stringify(kinds)}`);
+    await page.selectOption('#events-kind', '');
+    await page.fill('#events-search', 'flaky-top');
+    await page.waitForFunction((n) => document.querySelectorAll('#event-list li').length < n, total);
+    const texts = await page.locator('#event-list li').allTextContents();
+    check(texts.length === 3 && texts.every((t) => t.includes('flaky-top')), `the search for flaky-top lists ${JSON.stringify(texts)}`);
+    // The search reads the data too: the retries carry the error's message.
+    await page.fill('#events-search', 'FAILS ONCE');
+    await page.waitForSelector('#events-count:has-text("4 of")');
+    await page.fill('#events-search', 'no event says this');
+    await page.waitForSelector('.events .empty:text("No event matches.")');
+    await page.fill('#events-search', '');
+    await page.waitForFunction((n) => document.querySelectorAll('#event-list li').length === n, total);
+  });
+
+  await step('a suspension without an approval resumes with its data, and a failure shows at the top', async () => {
+    const form = page.locator('form.resume-card[data-path="ask"][data-kind="resume"]');
+    check((await form.locator('.explain').textContent()).includes('hands the data below to the step'), 'the resume form does not say what it does');
+    await form.locator('button[data-action="resume"]').click();
+    await page.waitForSelector('#run-status[data-status="success"]');
+    await page.locator('#run-result').waitFor();
+    await page.locator('#timeline .gantt-row[data-path="ask"] .seg[data-kind="suspended"][data-status="resumed"]').waitFor();
+    await page.setViewportSize({ width: 390, height: 844 });
+    await fits(page, 'timeline');
+    await shot(page, 'timeline-phone');
+    await page.locator('section[aria-labelledby="timeline-h"]').screenshot({ path: path.join(ARTIFACTS, 'timeline-phone-panel.png') });
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(`${flowsOrigin}/#/start?workflow=timeline`);
+    await page.getByLabel('items').fill('"not a list"');
+    await page.click('#start-submit');
+    await page.waitForSelector('#run-status[data-status="failed"]');
+    await page.waitForSelector('#run-outcome #run-error :text("must be an array")');
+    await page.locator('#timeline .gantt-row[data-path="each"][data-status="failed"]').waitFor();
   });
 
   await step('with a token set on the server, a write asks for it and then goes through', async () => {
