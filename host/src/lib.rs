@@ -139,7 +139,7 @@ pub use executor::{
 pub use limits::LimitError;
 pub use models::ModelConfig;
 pub use native::{NativeCall, NativeStep};
-pub use plugin::{HostConfig, PluginError, PluginHost, PoolConfig, PoolUsage};
+pub use plugin::{CompileNotice, HostConfig, PluginError, PluginHost, PoolConfig, PoolUsage};
 pub use run_id::InvalidRunId;
 pub use store::{RunSummary, StoreError};
 pub use workflow::{LoadedWorkflow, WorkflowError, load_workflow};

@@ -197,3 +197,60 @@ fn a_failure_is_written_out_once() {
     }
     assert_eq!(out.stdout.matches(message).count(), 1, "{out:?}");
 }
+
+/// `section` as a custom section (id 0) named `weft-test-padding`, to append to a component.
+fn custom_section(payload: &[u8]) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"weft-test-padding";
+    let mut body = Vec::new();
+    leb(name.len(), &mut body);
+    body.extend_from_slice(name);
+    body.extend_from_slice(payload);
+    let mut section = vec![0u8];
+    leb(body.len(), &mut section);
+    section.extend(body);
+    section
+}
+
+#[test]
+fn a_large_plugin_compiled_for_the_first_time_is_announced() {
+    let home = Home::new();
+    // testkit made as large as a Python plugin's component is, with padding no other test's
+    // plugin has: it is not in the shared cache.
+    let mut wasm = std::fs::read(weft_guests::TESTKIT).expect("read testkit");
+    let mut padding = vec![0u8; 2 * 1024 * 1024];
+    let unique = home.home().display().to_string();
+    padding[..unique.len()].copy_from_slice(unique.as_bytes());
+    wasm.extend(custom_section(&padding));
+    let big = home.home().with_file_name("big.wasm");
+    std::fs::write(&big, &wasm).expect("write big.wasm");
+    let file = home.file(
+        "big.yaml",
+        "id: big\nplugins:\n  kit: { wasm: big.wasm }\nsteps:\n  - { id: a, plugin: kit, step: inc }\n",
+    );
+    let first = home.weft(&["run", path_str(&file), "--input", "{\"n\": 1}"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    let note = first
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("note: compiling plugin "))
+        .unwrap_or_else(|| panic!("the compile is announced: {first:?}"));
+    assert!(
+        note.contains("big.wasm (2.2 MiB) to native code, once"),
+        "{note}"
+    );
+    // The next run loads it from the cache, in silence; a small plugin is never announced.
+    let second = home.weft(&["run", path_str(&file), "--input", "{\"n\": 1}"]);
+    assert_eq!(second.code, 0, "{second:?}");
+    assert!(!second.stderr.contains("note: compiling"), "{second:?}");
+}

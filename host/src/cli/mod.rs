@@ -200,7 +200,10 @@ impl Cli {
                         .as_ref()
                         .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())),
                 )
-                .with_guest_memory_mib(self.guest_memory_mib),
+                .with_guest_memory_mib(self.guest_memory_mib)
+                .with_compile_notice(Some(crate::plugin::CompileNotice(std::sync::Arc::new(
+                    |what: &str| eprintln!("note: {what}"),
+                )))),
             ..RuntimeConfig::default()
         }
     }

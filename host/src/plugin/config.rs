@@ -56,7 +56,38 @@ pub struct HostConfig {
     /// [`PluginHost::guest_memory_budget_mib`](super::PluginHost::guest_memory_budget_mib)
     /// says what a host took. `Some(0)` is refused when the host is made.
     pub guest_memory_mib: Option<u64>,
+    /// Told, before the host compiles a component of at least [`CompileNotice::MIN_BYTES`]
+    /// that is not in the cache, what it compiles: a Python or JavaScript plugin takes seconds
+    /// the first time, and a person waiting should know why (the `weft` command line prints it
+    /// on stderr). `None` (the default): nobody is told.
+    pub compile_notice: Option<CompileNotice>,
 }
+
+/// Whom [`HostConfig::compile_notice`] tells: a function given one sentence, such as
+/// `compiling plugin examples/python/wordstats.wasm (38.2 MiB) to native code, once: later
+/// runs load it from the cache`. Two notices are equal when they are the same function.
+#[derive(Clone)]
+pub struct CompileNotice(pub std::sync::Arc<dyn Fn(&str) + Send + Sync>);
+
+impl CompileNotice {
+    /// The smallest component the notice is given for: smaller ones (a Rust plugin is a few
+    /// hundred KiB) compile in well under a second.
+    pub const MIN_BYTES: usize = 1024 * 1024;
+}
+
+impl std::fmt::Debug for CompileNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CompileNotice(..)")
+    }
+}
+
+impl PartialEq for CompileNotice {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CompileNotice {}
 
 impl Default for HostConfig {
     fn default() -> Self {
@@ -71,6 +102,7 @@ impl Default for HostConfig {
             describe_timeout: Duration::from_secs(10),
             max_cache_entry_mib: 1024,
             guest_memory_mib: None,
+            compile_notice: None,
         }
     }
 }
@@ -127,6 +159,12 @@ impl HostConfig {
     /// Sets [`HostConfig::guest_memory_mib`].
     pub fn with_guest_memory_mib(mut self, mib: Option<u64>) -> Self {
         self.guest_memory_mib = mib;
+        self
+    }
+
+    /// Sets [`HostConfig::compile_notice`].
+    pub fn with_compile_notice(mut self, notice: Option<CompileNotice>) -> Self {
+        self.compile_notice = notice;
         self
     }
 

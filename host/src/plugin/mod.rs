@@ -68,7 +68,7 @@ mod ticker;
 mod variant;
 mod writer;
 
-pub use config::{HostConfig, PoolConfig};
+pub use config::{CompileNotice, HostConfig, PoolConfig};
 pub use describe::{PluginExports, ToolCall, ToolInfo};
 pub use error::PluginError;
 pub use host::{PluginHost, PoolUsage};

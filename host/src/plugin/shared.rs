@@ -9,7 +9,7 @@ use wasmtime::component::Component;
 use super::abi;
 use super::budget::{MemoryBudget, machine_default_mib};
 use super::cache::{DiskCache, Miss};
-use super::config::HostConfig;
+use super::config::{CompileNotice, HostConfig};
 use super::engine::{Engines, LinkedEngine};
 use super::error::{PluginError, one_line};
 use super::grants::Protected;
@@ -106,6 +106,15 @@ impl HostShared {
                     tracing::warn!(%digest, fingerprint = %engine.fingerprint, "cached plugin unusable ({why}); recompiling");
                 }
             }
+        }
+        if let Some(notice) = &self.config.compile_notice
+            && wasm.len() >= CompileNotice::MIN_BYTES
+        {
+            (notice.0)(&format!(
+                "compiling {origin} ({:.1} MiB) to native code, once: later runs load it from the \
+                 cache",
+                wasm.len() as f64 / (1024.0 * 1024.0)
+            ));
         }
         let started = std::time::Instant::now();
         let component =
