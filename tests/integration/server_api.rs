@@ -394,14 +394,23 @@ async fn the_openapi_document_covers_every_route_and_the_server_answers_as_it_sa
     }
     assert!(doc["paths"]["/runs"]["get"]["security"].is_null());
 
-    // Bodies take no member the server does not know, as `deny_unknown_fields` refuses them.
-    for body in ["StartBody", "RerunBody", "ResumeBody"] {
+    // Bodies take no member the server does not know, as `deny_unknown_fields` refuses them;
+    // a start's and a re-run's in each branch of their `oneOf` (one per way of naming the
+    // workflow).
+    for (body, branches) in [("StartBody", 2), ("RerunBody", 3), ("ResumeBody", 0)] {
         let schema = &doc["components"]["schemas"][body];
-        assert_eq!(schema["additionalProperties"], false, "{body}: {schema}");
-        assert!(
-            schema["properties"]["workflow"].is_object() || body == "ResumeBody",
-            "{body}: {schema}"
-        );
+        let each = match schema["oneOf"].as_array() {
+            Some(each) => each.iter().collect(),
+            None => vec![schema],
+        };
+        assert_eq!(each.len(), branches.max(1), "{body}: {schema}");
+        for schema in each {
+            assert_eq!(schema["additionalProperties"], false, "{body}: {schema}");
+            assert!(
+                schema["properties"]["workflow"].is_object() || body == "ResumeBody",
+                "{body}: {schema}"
+            );
+        }
     }
 
     // Parameters are as strict in the document as in the server.
@@ -560,5 +569,187 @@ async fn the_openapi_document_covers_every_route_and_the_server_answers_as_it_sa
             "application/x-ndjson",
             &event,
         );
+    }
+}
+
+/// Whether `body` is one the schema `name` of the document's components takes.
+fn takes(doc: &Value, name: &str, body: &Value) -> bool {
+    let root = json!({
+        "components": doc["components"],
+        "allOf": [{ "$ref": format!("#/components/schemas/{name}") }],
+    });
+    jsonschema::draft202012::new(&root)
+        .expect("the schema compiles")
+        .is_valid(body)
+}
+
+/// The schema of query parameter `name` of `GET template`.
+fn query_schema(doc: &Value, template: &str, name: &str) -> Value {
+    doc["paths"][template]["get"]["parameters"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+        .map(|p| p["schema"].clone())
+        .unwrap_or_else(|| panic!("GET {template} has no parameter {name}"))
+}
+
+/// Whether the string `value` matches the `pattern` of `schema`.
+fn matches(schema: &Value, value: &str) -> bool {
+    let root = json!({ "type": "string", "pattern": schema["pattern"] });
+    jsonschema::draft202012::new(&root)
+        .expect("the pattern compiles")
+        .is_valid(&json!(value))
+}
+
+#[tokio::test]
+async fn the_document_refuses_exactly_the_bodies_and_parameters_the_server_refuses() {
+    let env = Env::new();
+    env.file("two.yaml", TWO);
+    let addr = serve(&env).await;
+    let (_, body) = http(addr, "GET", "/openapi.json", None).await;
+    let doc: Value = serde_json::from_str(&body).expect("JSON");
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/runs?wait=true",
+        Some(json!({ "workflow": "two", "run_id": "e" })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // A start names exactly one of `workflow` and `file`, a re-run at most one; `null` is none.
+    // Bodies the document refuses the server answers 400; those it takes, anything but 400 or
+    // 422 (here 201, or 404 for a workflow or run that is not there).
+    let starts = [
+        (json!({}), false),
+        (json!({ "workflow": null, "file": null }), false),
+        (json!({ "workflow": "two", "file": "two.yaml" }), false),
+        (json!({ "workflow": "two" }), true),
+        (json!({ "file": "two.yaml", "workflow": null }), true),
+        (json!({ "workflow": "nope", "file": null }), true),
+    ];
+    for (body, taken) in starts {
+        assert_eq!(
+            takes(&doc, "StartBody", &body),
+            taken,
+            "the document on {body}"
+        );
+        let (status, text) = http(addr, "POST", "/runs", Some(body.clone())).await;
+        if taken {
+            assert!(matches!(status, 201 | 404), "{body}: {status} {text}");
+        } else {
+            assert_eq!(status, 400, "{body}: {text}");
+            assert!(
+                error_of(&text).1.contains("exactly one of `workflow`"),
+                "{text}"
+            );
+        }
+    }
+    let reruns = [
+        (json!({ "from_step": "b" }), true),
+        (
+            json!({ "from_step": "b", "workflow": "two", "file": null }),
+            true,
+        ),
+        (json!({ "from_step": "b", "file": "two.yaml" }), true),
+        (
+            json!({ "from_step": "b", "workflow": "two", "file": "two.yaml" }),
+            false,
+        ),
+    ];
+    for (body, taken) in reruns {
+        assert_eq!(
+            takes(&doc, "RerunBody", &body),
+            taken,
+            "the document on {body}"
+        );
+        let (status, text) = http(addr, "POST", "/runs/e/rerun", Some(body.clone())).await;
+        assert_eq!(status == 400, !taken, "{body}: {status} {text}");
+    }
+
+    // A new run's id: the document's pattern and length are the server's rule, its child-run
+    // namespace included.
+    let long = "x".repeat(129);
+    for (id, taken) in [
+        ("", false),
+        (".a", false),
+        ("a b", false),
+        (long.as_str(), false),
+        ("a.tool-1", false),
+        ("a.0123456789abcdef0123456789abcdef", false),
+        ("a.tool", true),
+        ("0123456789abcdef0123456789abcdef", true),
+        ("r-1.x_y", true),
+    ] {
+        let body = json!({ "workflow": "two", "run_id": id });
+        assert_eq!(
+            takes(&doc, "StartBody", &body),
+            taken,
+            "the document on {id:?}"
+        );
+        let rerun = json!({ "from_step": "b", "run_id": id });
+        assert_eq!(
+            takes(&doc, "RerunBody", &rerun),
+            taken,
+            "the document on {id:?}"
+        );
+        let (status, text) = http(addr, "POST", "/runs", Some(body)).await;
+        assert_eq!(status == 400, !taken, "{id:?}: {status} {text}");
+    }
+
+    // `foreach_index` is a JSON Schema integer: `2.0` is one (the run is not there: 404), `1.5`
+    // and 2^32 are not (422).
+    assert_eq!(
+        doc["components"]["schemas"]["ResumeBody"]["properties"]["foreach_index"]["maximum"],
+        json!(u32::MAX)
+    );
+    for (index, expected) in [
+        (json!(2.0), 404),
+        (json!(1.5), 422),
+        (json!(4_294_967_296_u64), 422),
+    ] {
+        let body = json!({ "foreach_index": index });
+        assert_eq!(takes(&doc, "ResumeBody", &body), expected == 404, "{body}");
+        let (status, text) = http(addr, "POST", "/runs/nope/resume", Some(body)).await;
+        assert_eq!(status, expected, "{index}: {text}");
+    }
+
+    // A cursor: a time (any whole number; one past i64 is beyond every run), `.`, a run id.
+    let cursor = query_schema(&doc, "/runs", "cursor");
+    for (c, taken) in [
+        ("", false),
+        ("5", false),
+        ("5.", false),
+        ("x.e", false),
+        ("+5.e", false),
+        ("5.a b", false),
+        ("5.e", true),
+        ("-5.e", true),
+        ("99999999999999999999.e", true),
+        ("-99999999999999999999.e", true),
+    ] {
+        assert_eq!(matches(&cursor, c), taken, "the document on {c:?}");
+        let path = format!("/runs?cursor={}", c.replace('+', "%2B").replace(' ', "%20"));
+        let (status, text) = http(addr, "GET", &path, None).await;
+        assert_eq!(status, if taken { 200 } else { 400 }, "{c:?}: {text}");
+    }
+    let (_, text) = http(addr, "GET", "/runs?cursor=99999999999999999999.e", None).await;
+    let page: Value = serde_json::from_str(&text).expect("JSON");
+    assert!(!page["runs"].as_array().expect("runs").is_empty(), "{page}");
+
+    // `from_seq` is 0 to 2^63 - 1, as the document says.
+    let from = query_schema(&doc, "/runs/{id}/events", "from_seq");
+    assert_eq!(
+        (&from["minimum"], &from["maximum"]),
+        (&json!(0), &json!(i64::MAX)),
+        "{from}"
+    );
+    for (seq, expected) in [
+        ("0", 200),
+        ("9223372036854775807", 200),
+        ("9223372036854775808", 400),
+    ] {
+        let (status, text) =
+            http(addr, "GET", &format!("/runs/e/events?from_seq={seq}"), None).await;
+        assert_eq!(status, expected, "{seq}: {text}");
     }
 }

@@ -84,6 +84,7 @@ pub(crate) struct ListQuery {
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
     /// Where the page starts: the `next_cursor` of the page before.
+    #[param(pattern = r"^-?[0-9]+\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
     cursor: Option<String>,
 }
 
@@ -128,9 +129,21 @@ fn cursor_of(s: &RunSummary) -> String {
     format!("{}.{}", s.created_at, s.run_id)
 }
 
+/// A cursor's place, as `cursor_of` writes it: a time, `.`, a run id (the document's
+/// pattern). A time past the range of `i64` is a place before (or after) every run.
 fn parse_cursor(cursor: &str) -> Option<(i64, &str)> {
     let (at, id) = cursor.split_once('.')?;
-    Some((at.parse().ok()?, id))
+    let digits = at.strip_prefix('-').unwrap_or(at);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    crate::run_id::check_run_id(id).ok()?;
+    let beyond = if digits.len() < at.len() {
+        i64::MIN
+    } else {
+        i64::MAX
+    };
+    Some((at.parse().unwrap_or(beyond), id))
 }
 
 /// A page of runs, newest first, optionally filtered.
@@ -191,8 +204,9 @@ pub(crate) async fn workflows(State(app): State<App>) -> Result<Response, ApiErr
 }
 
 /// What to start: a workflow of the workflows directory, by `workflow` (its id) or `file`
-/// (exactly one of them). Its members are its own, not a flattened struct, so the document
-/// says no other member is taken (`additionalProperties: false`).
+/// (exactly one of them, which the document says with a `oneOf`). Its members are its own,
+/// not a flattened struct, so the document says no other member is taken
+/// (`additionalProperties: false`).
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StartBody {
@@ -207,6 +221,11 @@ pub(crate) struct StartBody {
     input: Option<Value>,
     /// The new run's id; one is made when it is not given.
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^(?!.*\.tool-)(?!.*\.[0-9a-f]{32}$)[A-Za-z0-9_-][A-Za-z0-9._-]*$"
+    )]
     run_id: Option<String>,
 }
 
@@ -298,7 +317,13 @@ pub(crate) struct RerunBody {
     /// Replaces the step's stored input (S99).
     #[serde(default)]
     input: Option<Value>,
+    /// The new run's id; one is made when it is not given.
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^(?!.*\.tool-)(?!.*\.[0-9a-f]{32}$)[A-Za-z0-9_-][A-Za-z0-9._-]*$"
+    )]
     run_id: Option<String>,
     /// A new definition instead of the source run's stored one (S96): the `id` of a workflow
     /// file of the workflows directory, or (`file`) one relative to it; at most one of them.
@@ -393,8 +418,9 @@ pub(crate) async fn definition(
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
-    /// The first event's `seq` (default 1).
+    /// The first event's `seq`, 0 to 2^63 - 1 (default 1, as 0 is).
     #[serde(default)]
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     from_seq: Option<u64>,
     /// Go on with live events until the run closes (Server-Sent Events always do).
     #[serde(default)]
@@ -433,6 +459,12 @@ pub(crate) async fn events(
     let Query(q) = q?;
     let sse = wants_sse(&headers);
     let mut from = q.from_seq.unwrap_or(1);
+    if i64::try_from(from).is_err() {
+        return Err(ApiError::bad_request(format!(
+            "`from_seq` must be 0 to {}, the `seq` of the first event to send",
+            i64::MAX
+        )));
+    }
     if sse
         && let Some(last) = headers
             .get("last-event-id")
@@ -511,10 +543,33 @@ pub(crate) struct ResumeBody {
     step: Option<String>,
     /// A label of the suspension.
     label: Option<String>,
-    /// The foreach item, when the step is inside one.
+    /// The foreach item, when the step is inside one: a whole number, `2` or `2.0` alike, as
+    /// JSON Schema's `integer` is.
+    #[serde(default, deserialize_with = "whole_u32")]
+    #[schema(value_type = Option<u64>, maximum = 4_294_967_295_u64)]
     foreach_index: Option<u32>,
     /// The resume data, checked against the step's resume schema.
     data: Option<Value>,
+}
+
+/// A whole number of `u32`'s range, written as JSON Schema's `integer` allows: `2`, `2.0` or
+/// `2e0`; `null` is none.
+fn whole_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let whole = n.as_u64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f))
+            .map(|f| f as u64)
+    });
+    match whole.and_then(|w| u32::try_from(w).ok()) {
+        Some(w) => Ok(Some(w)),
+        None => Err(serde::de::Error::custom(format_args!(
+            "`foreach_index` is {n}: it must be a whole number 0 to {}",
+            u32::MAX
+        ))),
+    }
 }
 
 /// Resumes suspended steps; with no body, recovers a run no process drives (S101).
