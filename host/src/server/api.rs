@@ -203,10 +203,10 @@ pub(crate) async fn workflows(State(app): State<App>) -> Result<Response, ApiErr
     Ok(Json(list).into_response())
 }
 
-/// What to start: a workflow of the workflows directory, by `workflow` (its id) or `file`
-/// (exactly one of them, which the document says with a `oneOf`). Its members are its own,
-/// not a flattened struct, so the document says no other member is taken
-/// (`additionalProperties: false`).
+/// What to start: a workflow of the workflows directory, by `workflow` (its id) or `file`,
+/// exactly one of them.
+// Its members are its own, not a flattened struct, so the document says no other member is
+// taken (`additionalProperties: false`); openapi.rs adds the `oneOf`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StartBody {
