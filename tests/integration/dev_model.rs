@@ -13,6 +13,7 @@ use crate::server::HANG_GUARD;
 use crate::torture::{Proc, weft};
 
 const SCRIPT: &str = r#"
+models: [gpt-test, claude-test]
 conversations:
   - match: "What is 2+3?"
     turns:
@@ -100,11 +101,10 @@ impl Raw {
     }
 }
 
-/// Sends one request and returns the open connection.
-async fn send(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &Value) -> TcpStream {
+/// Sends one request (`req` its method and path), `body` as given; returns the connection.
+async fn send(addr: SocketAddr, req: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    let body = body.to_string();
-    let mut head = format!("POST {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
+    let mut head = format!("{req} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -148,15 +148,19 @@ fn parse(bytes: &[u8]) -> Raw {
     }
 }
 
-/// One POST, read to the end.
-async fn post_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: Value) -> Raw {
-    let mut stream = send(addr, path, headers, &body).await;
+/// One request (`req` its method and path), read to the end.
+async fn call(addr: SocketAddr, req: &str, headers: &[(&str, &str)], body: &str) -> Raw {
+    let mut stream = send(addr, req, headers, body).await;
     let mut bytes = Vec::new();
     tokio::time::timeout(HANG_GUARD, stream.read_to_end(&mut bytes))
         .await
         .expect("the double hung")
         .expect("read");
     parse(&bytes)
+}
+
+async fn post_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: Value) -> Raw {
+    call(addr, &format!("POST {path}"), headers, &body.to_string()).await
 }
 
 async fn post(addr: SocketAddr, path: &str, body: Value) -> Raw {
@@ -489,13 +493,8 @@ async fn a_stream_breaks_after_the_scripted_characters() {
 #[tokio::test]
 async fn a_held_stream_finishes_after_the_release() {
     let addr = start().await;
-    let mut stream = send(
-        addr,
-        "/v1/chat/completions",
-        &[],
-        &json!({ "model": "m", "messages": [user("wait")], "stream": true }),
-    )
-    .await;
+    let body = json!({ "model": "m", "messages": [user("wait")], "stream": true });
+    let mut stream = send(addr, "POST /v1/chat/completions", &[], &body.to_string()).await;
     // Read until the first text delta has come.
     let mut bytes = Vec::new();
     let mut buf = [0u8; 4096];
@@ -652,39 +651,108 @@ async fn an_unmatched_request_is_a_400_naming_what_it_looked_for() {
     );
 
     // Not JSON at all.
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    stream
-        .write_all(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 3\r\n\r\n{{{")
-        .await
-        .expect("send");
-    let mut bytes = Vec::new();
-    stream.read_to_end(&mut bytes).await.expect("read");
-    let raw = parse(&bytes);
+    let raw = call(addr, "POST /v1/messages", &[], "{{{").await;
     assert_eq!(raw.status, 400);
     assert!(raw.body().contains("not JSON"), "{}", raw.body());
 }
 
-#[test]
-fn bad_scripts_are_refused_with_a_clear_message() {
-    let e = Script::from_yaml("conversations: [ { match: \"a\"\n").expect_err("bad YAML");
-    assert!(
-        e.message.contains("not valid") && e.message.contains("MODEL-DOUBLE.md"),
-        "{e}"
-    );
-    let e = Script::from_yaml("conversations:\n  - turns: [{ text: hi }]\n").expect_err("no match");
-    assert!(e.message.contains("conversations[0] has no `match`"), "{e}");
-    assert!(e.message.contains("match: "), "the fix: {e}");
-    let e = Script::from_yaml(
-        "conversations:\n  - { match: a, turns: [{ text: hi, retry_after_s: 1 }] }\n",
-    )
-    .expect_err("retry without status");
-    assert!(
-        e.message.contains("conversations[0].turns[0]") && e.message.contains("status: 429"),
-        "{e}"
-    );
-    let dir = tempfile::tempdir().expect("dir");
-    let e = Script::from_file(&dir.path().join("absent.yaml")).expect_err("no file");
-    assert!(e.message.contains("absent.yaml"), "{e}");
+/// Asserts a response's status and error shape (Anthropic's, or OpenAI's) and error `type`,
+/// and returns its message.
+fn error_of(raw: &Raw, status: u16, kind: &str, anthropic: bool) -> String {
+    let body = raw.json();
+    let (at, want) = match anthropic {
+        true => ("/type", json!("error")),
+        false => ("/error/param", Value::Null),
+    };
+    let got = (raw.status, &body["error"]["type"], body.pointer(at));
+    assert_eq!(got, (status, &json!(kind), Some(&want)), "{body}");
+    body["error"]["message"]
+        .as_str()
+        .expect("message")
+        .to_owned()
+}
+
+/// Requests the double does not serve, one a line: method and path, the `anthropic-version`
+/// header sent or not (`A` or `-`), the status, the error type, and a part of the message
+/// (`ADDR` standing for the double's address).
+const MISSES: &str = "\
+POST /chat/completions - 404 invalid_request_error did you mean POST /v1/chat/completions? \
+The base URL should end in /v1: an OpenAI client's base URL is http://ADDR/v1. The model double \
+serves: POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens, \
+GET /v1/models, POST /_double/release.
+POST /v1/v1/messages A 404 not_found_error did you mean POST /v1/messages? The path has /v1 \
+more than once: an Anthropic client's base URL is http://ADDR, without /v1
+GET /v1/models/ - 404 invalid_request_error did you mean GET /v1/models, without the trailing /?
+GET /nowhere - 404 invalid_request_error GET /nowhere is not served. The model double serves:
+GET /v1/messages - 405 invalid_request_error GET /v1/messages is not served: /v1/messages takes POST
+GET /v1/chat/completions - 405 invalid_request_error /v1/chat/completions takes POST.";
+
+#[tokio::test]
+async fn an_unknown_path_is_a_json_404_naming_the_route_meant() {
+    let addr = start().await;
+    for line in MISSES.lines() {
+        let mut f = line.splitn(6, ' ');
+        let mut next = || f.next().expect("a field");
+        let (method, path, header, status, kind) = (next(), next(), next(), next(), next());
+        let says = next().replace("ADDR", &addr.to_string());
+        let anthropic = header == "A" || path.ends_with("messages");
+        let headers: &[(&str, &str)] = match header {
+            "A" => &[("anthropic-version", "2023-06-01")],
+            _ => &[],
+        };
+        let raw = call(addr, &format!("{method} {path}"), headers, "{}").await;
+        let status: u16 = status.parse().expect("status");
+        let message = error_of(&raw, status, kind, anthropic);
+        assert!(message.contains(&says), "{line}\n{message}");
+        let code = &raw.json()["error"]["code"];
+        match (status, anthropic) {
+            (404, false) => assert_eq!(code, "unknown_url"),
+            (405, _) => assert_eq!(raw.header("allow").as_deref(), Some("POST")),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn get_v1_models_lists_the_scripts_models_in_either_shape() {
+    let addr = start().await;
+    let raw = call(addr, "GET /v1/models", &[("authorization", "k")], "").await;
+    let model = |id| json!({ "id": id, "object": "model", "created": 0, "owned_by": "weft" });
+    let want = json!({ "object": "list", "data": [model("gpt-test"), model("claude-test")] });
+    assert_eq!((raw.status, raw.json()), (200, want));
+    let raw = call(addr, "GET /v1/models", &[("anthropic-version", "1")], "").await;
+    let at = "1970-01-01T00:00:00Z";
+    let model = |id| json!({ "type": "model", "id": id, "display_name": id, "created_at": at });
+    let data = [model("gpt-test"), model("claude-test")];
+    let (first_id, last_id) = ("gpt-test", "claude-test");
+    let want = json!({ "data": data, "has_more": false, "first_id": first_id, "last_id": last_id });
+    assert_eq!((raw.status, raw.json()), (200, want));
+}
+
+#[tokio::test]
+async fn count_tokens_is_a_quarter_of_the_json_characters_rounded_up() {
+    let addr = start().await;
+    let (system, messages) = (json!("You add."), json!([user("What is 2+3?")]));
+    let tools = json!([{ "name": "add", "input_schema": { "type": "object" } }]);
+    let parts = [&system, &messages[0], &tools];
+    let chars: usize = parts.iter().map(|v| v.to_string().chars().count()).sum();
+    let body = json!({ "model": "c", "system": system, "messages": messages, "tools": tools });
+    let raw = post(addr, "/v1/messages/count_tokens", body).await;
+    let want = json!({ "input_tokens": chars.div_ceil(4) });
+    assert_eq!((raw.status, raw.json()), (200, want));
+    for (bad, says) in [
+        ("{{{", "not JSON"),
+        (r#"{"model": "c"}"#, "messages: Field required"),
+        (
+            r#"{"model": "c", "messages": [{"role": "tool"}]}"#,
+            "messages.0.role",
+        ),
+        (r#"{"messages": []}"#, "model: Field required"),
+    ] {
+        let raw = call(addr, "POST /v1/messages/count_tokens", &[], bad).await;
+        let message = error_of(&raw, 400, "invalid_request_error", true);
+        assert!(message.contains(says), "{bad}: {message}");
+    }
 }
 
 #[test]
@@ -694,17 +762,15 @@ fn weft_dev_model_prints_its_address_and_serves() {
     std::fs::write(&script, SCRIPT).expect("write script");
     let home = dir.path().join("home");
     let script_arg = script.to_str().expect("UTF-8 path");
-    let mut proc = Proc::start(weft(
-        &home,
-        &[
-            "dev",
-            "model",
-            "--script",
-            script_arg,
-            "--addr",
-            "127.0.0.1:0",
-        ],
-    ));
+    let args = [
+        "dev",
+        "model",
+        "--script",
+        script_arg,
+        "--addr",
+        "127.0.0.1:0",
+    ];
+    let mut proc = Proc::start(weft(&home, &args));
     let line = proc.expect_line("model double on http://");
     assert!(
         line.ends_with("(OpenAI: /v1/chat/completions, Anthropic: /v1/messages)"),

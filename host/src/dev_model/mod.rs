@@ -28,6 +28,7 @@
 
 mod anthropic;
 mod openai;
+mod routes;
 mod script;
 mod sse;
 
@@ -40,7 +41,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -51,9 +52,11 @@ pub use script::{Script, ScriptError};
 const MAX_BODY_BYTES: usize = 64 << 20;
 
 /// Serves `script` on `listener` until the listener fails: OpenAI chat completions at
-/// `/v1/chat/completions`, Anthropic messages at `/v1/messages`, and `POST /_double/release`
-/// to release held streams. No API key is needed; `Authorization` and `x-api-key` are
-/// accepted and ignored.
+/// `/v1/chat/completions`, Anthropic messages at `/v1/messages` and their token count at
+/// `/v1/messages/count_tokens`, the script's models at `GET /v1/models`, and
+/// `POST /_double/release` to release held streams. Any other path or method gets a JSON
+/// 404 or 405 naming the routes served. No API key is needed; `Authorization` and
+/// `x-api-key` are accepted and ignored.
 pub async fn serve(listener: tokio::net::TcpListener, script: Script) -> std::io::Result<()> {
     let (release, _) = watch::channel(0u64);
     let double = Arc::new(Double {
@@ -63,9 +66,27 @@ pub async fn serve(listener: tokio::net::TcpListener, script: Script) -> std::io
         holding: Arc::new(AtomicUsize::new(0)),
     });
     let app = Router::new()
-        .route("/v1/chat/completions", post(openai_chat))
-        .route("/v1/messages", post(anthropic_messages))
-        .route("/_double/release", post(release_held))
+        .route(
+            "/v1/chat/completions",
+            post(openai_chat).fallback(routes::not_served),
+        )
+        .route(
+            "/v1/messages",
+            post(anthropic_messages).fallback(routes::not_served),
+        )
+        .route(
+            "/v1/messages/count_tokens",
+            post(routes::count_tokens).fallback(routes::not_served),
+        )
+        .route(
+            "/v1/models",
+            get(routes::models).fallback(routes::not_served),
+        )
+        .route(
+            "/_double/release",
+            post(release_held).fallback(routes::not_served),
+        )
+        .fallback(routes::not_served)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(double);
     axum::serve(listener, app).await
@@ -318,7 +339,7 @@ fn parse_request(provider: Provider, body: &[u8]) -> Result<Ask, String> {
         model: request
             .get("model")
             .and_then(Value::as_str)
-            .unwrap_or("weft-double")
+            .unwrap_or(script::DEFAULT_MODEL)
             .to_owned(),
         stream: request.get("stream").and_then(Value::as_bool) == Some(true),
         include_usage: request

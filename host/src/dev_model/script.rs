@@ -13,7 +13,14 @@ const MAX_SCRIPT_BYTES: u64 = 16 << 20;
 #[derive(Debug, Clone)]
 pub struct Script {
     pub(crate) conversations: Vec<Conversation>,
+    /// The model names `GET /v1/models` lists, in order: the script's `models`, or
+    /// [`DEFAULT_MODEL`] alone.
+    pub(crate) models: Vec<String>,
 }
+
+/// The model a request without `model` is answered as, and the one `GET /v1/models` lists
+/// when the script names none.
+pub(crate) const DEFAULT_MODEL: &str = "weft-double";
 
 /// One conversation: the first user message it answers and its turns, in order.
 #[derive(Debug, Clone)]
@@ -100,6 +107,7 @@ fn refuse(message: String) -> ScriptError {
 #[serde(deny_unknown_fields)]
 struct RawScript {
     conversations: Option<Vec<RawConversation>>,
+    models: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -158,6 +166,7 @@ impl Script {
                 "the model script is not valid (the format is in docs/MODEL-DOUBLE.md): {e}"
             ))
         })?;
+        let raw_models = raw.models;
         let Some(raw) = raw.conversations else {
             return Err(refuse(
                 "the model script has no `conversations`: give a list, e.g. `conversations: [{ match: \"hi\", turns: [{ text: \"hello\" }] }]`".into(),
@@ -195,7 +204,11 @@ impl Script {
                 "the model script's `conversations` is empty: give at least one".into(),
             ));
         }
-        Ok(Script { conversations })
+        let models = check_models(raw_models)?;
+        Ok(Script {
+            conversations,
+            models,
+        })
     }
 
     /// Reads and checks the script in the file at `path` (see [`Script::from_yaml`]); a
@@ -217,6 +230,31 @@ impl Script {
         let text = std::fs::read_to_string(path).map_err(|e| unreadable(&e))?;
         Script::from_yaml(&text).map_err(|e| refuse(format!("{}: {}", path.display(), e.message)))
     }
+}
+
+/// The script's `models`, each a non-empty name given once; none given: [`DEFAULT_MODEL`].
+fn check_models(raw: Option<Vec<String>>) -> Result<Vec<String>, ScriptError> {
+    let Some(raw) = raw else {
+        return Ok(vec![DEFAULT_MODEL.to_owned()]);
+    };
+    if raw.is_empty() {
+        return Err(refuse(
+            "the model script's `models` is empty: name at least one model for `GET /v1/models`, e.g. `models: [gpt-test]`, or leave it out".into(),
+        ));
+    }
+    for (i, name) in raw.iter().enumerate() {
+        if name.trim().is_empty() {
+            return Err(refuse(format!(
+                "models[{i}] is empty: give a model name, e.g. `gpt-test`"
+            )));
+        }
+        if let Some(before) = raw[..i].iter().position(|m| m == name) {
+            return Err(refuse(format!(
+                "models[{i}] is {name:?}, as models[{before}] already is: name each model once"
+            )));
+        }
+    }
+    Ok(raw)
 }
 
 fn check_turn(raw: RawTurn, at: &str, index: usize) -> Result<Turn, ScriptError> {
@@ -350,7 +388,10 @@ conversations:
         let e = err("conversations:\n  - { match: a, turns: [{ txt: hi }] }\n");
         assert!(e.contains("txt") && e.contains("line"), "{e}");
         let e = err("conversations: [\n");
-        assert!(e.contains("not valid"), "{e}");
+        assert!(
+            e.contains("not valid") && e.contains("MODEL-DOUBLE.md"),
+            "{e}"
+        );
         let e = err("conversations:\n  - { match: a, turns: [{ text: hi, status: 200 }] }\n");
         assert!(e.contains("not an error status"), "{e}");
         let e =
@@ -360,5 +401,24 @@ conversations:
             "conversations:\n  - { match: a, turns: [{ text: x }] }\n  - { match: a, turns: [{ text: y }] }\n",
         );
         assert!(e.contains("conversations[1] matches \"a\""), "{e}");
+        let e = err("conversations:\n  - { match: a, turns: [{ text: hi, retry_after_s: 1 }] }\n");
+        assert!(
+            e.contains("conversations[0].turns[0]") && e.contains("status: 429"),
+            "{e}"
+        );
+        let e = err("models: [a, a]\nconversations: [{ match: a, turns: [{ text: b }] }]\n");
+        assert!(
+            e.contains("models[1] is \"a\", as models[0] already is"),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().expect("dir");
+        let e = Script::from_file(&dir.path().join("absent.yaml")).expect_err("no file");
+        assert!(e.message.contains("absent.yaml"), "{e}");
+    }
+
+    #[test]
+    fn models_default_to_the_one_a_request_without_model_gets() {
+        let s = Script::from_yaml("conversations: [{ match: a, turns: [{ text: b }] }]\n");
+        assert_eq!(s.expect("script").models, [DEFAULT_MODEL]);
     }
 }
