@@ -773,7 +773,7 @@ fn weft_dev_model_prints_its_address_and_serves() {
     let mut proc = Proc::start(weft(&home, &args));
     let line = proc.expect_line("model double on http://");
     assert!(
-        line.ends_with("(OpenAI: /v1/chat/completions, Anthropic: /v1/messages)"),
+        line.ends_with("(OpenAI: /v1/chat/completions, Anthropic: /v1/messages and /v1/messages/count_tokens, both: /v1/models)"),
         "{line}"
     );
     let addr: SocketAddr = line

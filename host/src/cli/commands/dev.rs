@@ -47,7 +47,7 @@ pub(crate) async fn exec(cmd: DevCmd, out: &mut dyn Output) -> i32 {
                 }
             };
             out.err(&format!(
-                "model double on http://{bound} (OpenAI: /v1/chat/completions, Anthropic: /v1/messages)"
+                "model double on http://{bound} (OpenAI: /v1/chat/completions, Anthropic: /v1/messages and /v1/messages/count_tokens, both: /v1/models)"
             ));
             tokio::select! {
                 r = crate::dev_model::serve(listener, script) => {
