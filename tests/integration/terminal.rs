@@ -4,7 +4,7 @@
 
 use std::os::unix::ffi::OsStrExt;
 
-use crate::cli::{Home, path_str};
+use crate::cli::{Home, path_str, wait_for_socket};
 
 /// Every command and subcommand, with its path of names (`["plugin", "compile"]`).
 fn commands(cmd: &clap::Command, path: Vec<String>, all: &mut Vec<(Vec<String>, clap::Command)>) {
@@ -157,6 +157,26 @@ fn a_long_foreach_on_a_terminal_is_one_line_redrawn_and_a_line_per_event_on_a_pi
         .count();
     assert_eq!(progress, 120, "{out:?}");
     assert!(!out.stderr.contains('\x1b'), "{out:?}");
+}
+
+#[test]
+fn a_run_served_by_the_holder_of_the_home_is_shown_live_on_the_clients_terminal() {
+    // The control socket of a home held by one process (S118): sled only.
+    let home = Home::sled();
+    let file = foreach_file(&home, false);
+    let mut server = home.spawn(&["serve", "--addr", "127.0.0.1:0"]);
+    wait_for_socket(&home, &mut server);
+    let (code, shown) = on_a_terminal(&home, &["run", path_str(&file)]);
+    assert_eq!(code, 0, "{shown}");
+    assert!(
+        shown.contains("\r\x1b[2K") && shown.contains("/120 items"),
+        "{shown:?}"
+    );
+    assert!(!shown.contains("step-progress"), "{shown:?}");
+    assert!(
+        shown.contains("(each): success") && shown.contains("result: 120"),
+        "{shown}"
+    );
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! The control socket (S118): the process that holds a home serves the commands of every other
 //! `weft` process on that home through a Unix domain socket inside it.
 //!
-//! Protocol: the client sends one JSON line, the [`Cmd`](super::Cmd); the server answers with
+//! Protocol: the client sends one JSON line, `{"cmd": Cmd, "terminal": bool}` (the
+//! [`Cmd`](super::Cmd), and whether the client's stderr is a terminal); the server answers with
 //! JSON lines: `"accepted"` once it has taken the command, `{"started": run_id}` once the
-//! command's run is stored, `{"out": text}` / `{"err": text}`, and finally `{"exit": code}`.
+//! command's run is stored, `{"out": text}` / `{"err": text}`, for a client on a terminal
+//! `{"event": StoredEvent}` (the client draws the live display itself), and finally
+//! `{"exit": code}`.
 //! A client that hears nothing may open the home itself; one whose server dies after taking
 //! its command never runs it again (that could run it twice).
 
@@ -16,8 +19,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, mpsc};
 
+use super::live::Live;
 use super::{Cmd, Output, exec};
-use crate::driver::Runtime;
+use crate::driver::{Runtime, StoredEvent};
 
 /// The socket's file name inside the home.
 pub(super) const SOCKET: &str = "control.sock";
@@ -31,7 +35,17 @@ enum Frame {
     /// A piece of a stderr line (streamed model text).
     ErrPart(String),
     Err(String),
+    /// An event of the command's run, for the client's live display.
+    Event(Box<StoredEvent>),
     Exit(i32),
+}
+
+/// What a client asks: its command, and whether it can draw a live display.
+#[derive(Serialize, Deserialize)]
+struct Request {
+    cmd: Cmd,
+    #[serde(default)]
+    terminal: bool,
 }
 
 /// Stops serving when dropped.
@@ -123,23 +137,36 @@ pub(super) fn serve(rt: Runtime) -> Option<Server> {
     })
 }
 
-struct Remote(mpsc::UnboundedSender<Frame>);
+/// A client's output, sent as frames; `terminal` when the client draws a live display.
+struct Remote {
+    frames: mpsc::UnboundedSender<Frame>,
+    terminal: bool,
+}
 
 impl Output for Remote {
     fn line(&mut self, text: &str) {
-        let _ = self.0.send(Frame::Out(text.to_owned()));
+        let _ = self.frames.send(Frame::Out(text.to_owned()));
     }
 
     fn err(&mut self, text: &str) {
-        let _ = self.0.send(Frame::Err(text.to_owned()));
+        let _ = self.frames.send(Frame::Err(text.to_owned()));
     }
 
     fn err_part(&mut self, text: &str) {
-        let _ = self.0.send(Frame::ErrPart(text.to_owned()));
+        let _ = self.frames.send(Frame::ErrPart(text.to_owned()));
     }
 
     fn started(&mut self, run_id: &str) {
-        let _ = self.0.send(Frame::Started(run_id.to_owned()));
+        let _ = self.frames.send(Frame::Started(run_id.to_owned()));
+    }
+
+    fn terminal(&self) -> bool {
+        self.terminal
+    }
+
+    fn live_elsewhere(&mut self, ev: &StoredEvent) -> bool {
+        let _ = self.frames.send(Frame::Event(Box::new(ev.clone())));
+        true
     }
 }
 
@@ -150,12 +177,15 @@ async fn handle(rt: Runtime, stream: UnixStream) {
         return;
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let cmd: Result<Cmd, _> = serde_json::from_str(&request);
+    let request: Result<Request, _> = serde_json::from_str(&request);
     tokio::spawn(async move {
-        let code = match cmd {
-            Ok(cmd) => {
+        let code = match request {
+            Ok(Request { cmd, terminal }) => {
                 let _ = tx.send(Frame::Accepted);
-                let mut out = Remote(tx.clone());
+                let mut out = Remote {
+                    frames: tx.clone(),
+                    terminal,
+                };
                 exec(&rt, cmd, &mut out).await
             }
             Err(e) => {
@@ -184,7 +214,12 @@ async fn handle(rt: Runtime, stream: UnixStream) {
 pub(super) async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Option<i32> {
     let stream = UnixStream::connect(home.join(SOCKET)).await.ok()?;
     let (read, mut write) = stream.into_split();
-    let mut request = serde_json::to_string(cmd).ok()?;
+    let terminal = out.terminal();
+    let mut request = serde_json::to_string(&Request {
+        cmd: cmd.clone(),
+        terminal,
+    })
+    .ok()?;
     request.push('\n');
     write.write_all(request.as_bytes()).await.ok()?;
     let mut lines = BufReader::new(read).lines();
@@ -193,8 +228,19 @@ pub(super) async fn forward(home: &Path, cmd: &Cmd, out: &mut dyn Output) -> Opt
         Cmd::Resume(resume) => Some(resume.run_id.clone()),
         _ => None,
     };
+    // The live display of the command's run, drawn here from the events the holder sends.
+    let mut live: Option<Live> = None;
     while let Ok(Some(line)) = lines.next_line().await {
-        match serde_json::from_str::<Frame>(&line) {
+        let frame = serde_json::from_str::<Frame>(&line);
+        if let Ok(Frame::Event(ev)) = &frame {
+            live.get_or_insert_with(Live::new).show(ev);
+            continue;
+        }
+        if let Some(display) = live.take() {
+            display.finish();
+        }
+        match frame {
+            Ok(Frame::Event(_)) => {}
             Ok(Frame::Accepted) => accepted = true,
             Ok(Frame::Started(id)) => started = Some(id),
             Ok(Frame::Out(t)) => out.line(&t),

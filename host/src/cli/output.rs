@@ -21,9 +21,14 @@ pub trait Output: Send {
     /// The command's run `run_id` is stored: a client served through the control socket
     /// learns it, so it can say how to go on should the serving process die (S118).
     fn started(&mut self, _run_id: &str) {}
-    /// Whether stderr is a terminal a live display can be drawn on (never for a client served
-    /// through the control socket, which gets lines).
+    /// Whether stderr is a terminal a live display can be drawn on (for a client served through
+    /// the control socket, the client's).
     fn terminal(&self) -> bool {
+        false
+    }
+    /// Hands `ev` to a live display drawn by another process (a control-socket client on a
+    /// terminal); `false` when the display is this process's to draw.
+    fn live_elsewhere(&mut self, _ev: &StoredEvent) -> bool {
         false
     }
 }

@@ -50,11 +50,15 @@ async fn follow(rt: &Runtime, run_id: &str, from: u64, json: bool, out: &mut dyn
     if let Ok(mut rx) = rt.watch_settled(run_id, from) {
         // A person at a terminal gets a live display; a pipe and `--json` one line per event.
         if !json && out.terminal() {
-            let mut live = Live::new();
+            let mut live: Option<Live> = None;
             while let Some(ev) = rx.recv().await {
-                live.show(&ev);
+                if !out.live_elsewhere(&ev) {
+                    live.get_or_insert_with(Live::new).show(&ev);
+                }
             }
-            live.finish();
+            if let Some(live) = live {
+                live.finish();
+            }
         } else {
             let mut progress = Progress::default();
             while let Some(ev) = rx.recv().await {
