@@ -9,6 +9,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 
+use super::output::streamed_text;
 use crate::driver::StoredEvent;
 use crate::engine::EventKind;
 
@@ -59,7 +60,7 @@ impl Live {
     pub(super) fn show(&mut self, ev: &StoredEvent) {
         let path = ev.path.clone().unwrap_or_default();
         let at = (path.clone(), ev.foreach_index, ev.iteration);
-        if let (EventKind::StepOutput, Some(text)) = (ev.kind, streamed_text(&ev.data)) {
+        if let Some(text) = streamed_text(ev) {
             self.stream(&path, text);
             return;
         }
@@ -216,14 +217,6 @@ fn bar_style() -> ProgressStyle {
     )
     .map(|s| s.progress_chars("=> "))
     .unwrap_or_else(|_| ProgressStyle::default_bar())
-}
-
-/// The text of a writer chunk that is a model's text (`{"text": ...}` alone).
-fn streamed_text(data: &Value) -> Option<&str> {
-    match data {
-        Value::Object(map) if map.len() == 1 => map.get("text").and_then(Value::as_str),
-        _ => None,
-    }
 }
 
 /// Where an event happened: `path [item I] [iteration N]`.

@@ -71,13 +71,7 @@ pub(super) struct Progress {
 impl Progress {
     /// Shows `ev`, its data cut to `max_data` bytes.
     pub(super) fn show(&mut self, out: &mut dyn Output, ev: &StoredEvent, max_data: usize) {
-        let text = match (&ev.data, ev.kind) {
-            (serde_json::Value::Object(map), EventKind::StepOutput) if map.len() == 1 => {
-                map.get("text").and_then(serde_json::Value::as_str)
-            }
-            _ => None,
-        };
-        if let (Some(text), Some(path)) = (text, &ev.path) {
+        if let (Some(text), Some(path)) = (streamed_text(ev), &ev.path) {
             if self.streaming.as_ref() != Some(path) {
                 self.end(out);
                 out.err_part(&format!("[{:>3}] {path}: ", ev.seq));
@@ -109,6 +103,16 @@ impl Progress {
         if self.streaming.take().is_some() {
             out.err("");
         }
+    }
+}
+
+/// The text of a writer chunk that is a model's text (`{"text": ...}` alone).
+pub(super) fn streamed_text(ev: &StoredEvent) -> Option<&str> {
+    match (&ev.data, ev.kind) {
+        (Value::Object(map), EventKind::StepOutput) if map.len() == 1 => {
+            map.get("text").and_then(Value::as_str)
+        }
+        _ => None,
     }
 }
 
