@@ -40,6 +40,7 @@ mod server_security;
 mod step_executor;
 mod store_conformance;
 mod store_hardening;
+mod store_pruning;
 mod terminal;
 mod tools;
 mod torture;

@@ -39,6 +39,9 @@ macro_rules! store_tests {
         }
     };
 }
+/// For the other files of conformance tests (`store_pruning.rs`), whose module provides
+/// `sled_store` and `pg_store` too (they may import these).
+pub(crate) use store_tests;
 
 store_tests!(
     a_created_run_reads_back_its_summary_definition_base_and_components,
@@ -60,14 +63,14 @@ const DIGEST_B: &str = "93858a9852f9da40538d8c10fac80091917fda9dbc53279a12d1da04
 const DIGEST_UNKNOWN: &str = "b68565cf5699273f6a21847b3fe44726374cbd6c3bfdc829527f1db2a0504341";
 
 /// A sled store in a fresh home (the directory goes when dropped, after the store).
-fn sled_store() -> (tempfile::TempDir, SledStore) {
+pub(crate) fn sled_store() -> (tempfile::TempDir, SledStore) {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = SledStore::open(&dir.path().join("home"), 8).expect("open the sled store");
     (dir, store)
 }
 
 /// A `PgStore` in a fresh schema; `None` (the skip told once) without PostgreSQL.
-fn pg_store() -> Option<PgStore> {
+pub(crate) fn pg_store() -> Option<PgStore> {
     let url = backend::postgres_url()?;
     Some(PgStore::open(&url).unwrap_or_else(|e| panic!("open {url}: {e}")))
 }

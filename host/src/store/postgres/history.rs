@@ -17,6 +17,14 @@ impl PgStore {
             let (blobs, definition, status) = (&blobs, &definition, &status);
             async move {
                 let tx = c.transaction().await?;
+                // First: no collection of unnamed blobs removes those looked up below before
+                // this run, which names them, commits (`prune`). Simple protocol, one round
+                // trip.
+                tx.batch_execute(&format!(
+                    "SELECT pg_advisory_xact_lock_shared({})",
+                    sql.blobs_lock
+                ))
+                .await?;
                 let digests: Vec<&str> = blobs.iter().map(|(d, _)| *d).collect();
                 let present: Vec<String> = tx
                     .query(

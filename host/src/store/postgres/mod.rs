@@ -27,12 +27,14 @@
 //! method handing over to the file of its concern: `connect` (the store URL's client, the pool,
 //! calls retried on a new connection), `schema` (the tables and their migrations), `history`
 //! (writes of a run's history), `reads` (reads and listing), `claims` (claims, releases and the
-//! fencing of writes), `requests` (requests between processes and LISTEN/NOTIFY) and `workers`
-//! (registration, heartbeats and leaving); `url` reads the store URL.
+//! fencing of writes), `requests` (requests between processes and LISTEN/NOTIFY), `workers`
+//! (registration, heartbeats and leaving) and `prune` (deleting ended runs and the blobs no run
+//! names); `url` reads the store URL.
 
 mod claims;
 mod connect;
 mod history;
+mod prune;
 mod reads;
 mod requests;
 mod schema;
@@ -47,7 +49,8 @@ use deadpool_postgres::Pool;
 use tokio::sync::broadcast;
 
 use super::{
-    Claim, NewRun, Notice, RecordKey, Request, RunSummary, RunsPage, SharedStore, Store, StoreError,
+    Claim, NewRun, Notice, Reclaimed, RecordKey, Request, RunSummary, RunsPage, SharedStore, Store,
+    StoreError,
 };
 use crate::engine::RunStatus;
 
@@ -79,6 +82,11 @@ struct Sql {
     requests: String,
     answers: String,
     work: String,
+    /// The key of the transaction-level advisory lock on the schema's blobs: a run's creation
+    /// takes it shared, a collection of unnamed blobs exclusive (`prune`). The first 8 bytes
+    /// of the sha256 of `weft blobs <schema>`: every weft version on a schema must derive the
+    /// same key.
+    blobs_lock: i64,
 }
 
 impl Sql {
@@ -89,6 +97,7 @@ impl Sql {
             requests: format!("{schema}_requests"),
             answers: format!("{schema}_answers"),
             work: format!("{schema}_work"),
+            blobs_lock: blobs_lock(schema),
         }
     }
 
@@ -96,6 +105,15 @@ impl Sql {
     fn q(&self, text: &str) -> String {
         text.replace("{s}", &self.schema)
     }
+}
+
+/// The advisory lock key of schema `schema`'s blobs ([`Sql`]'s `blobs_lock`).
+fn blobs_lock(schema: &str) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("weft blobs {schema}").as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
 }
 
 /// Locks `m`, taking over a lock whose holder panicked.
@@ -240,6 +258,19 @@ impl Store for PgStore {
 
     fn runs_page(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError> {
         self.page_of_runs(page)
+    }
+
+    /// One transaction per call: the batch's rows, their records and requests go together.
+    fn delete_ended(&self, run_ids: &[&str]) -> Result<Vec<String>, StoreError> {
+        self.delete_ended_runs(run_ids)
+    }
+
+    /// Deleted rows' room is reused by the server after vacuum: only the blobs' bytes count.
+    fn collect_garbage(
+        &self,
+        plugins_of: &dyn Fn(&[u8]) -> Vec<String>,
+    ) -> Result<Reclaimed, StoreError> {
+        self.collect_unnamed_blobs(plugins_of)
     }
 
     fn claim(&self, run_id: &str) -> Result<Claim, StoreError> {

@@ -8,7 +8,8 @@
 //! - `runs`: one row per run: its summary (id, workflow, status, times), the digest of its
 //!   definition, its first state (`base`), its latest snapshot, and who drives it (`owner`, a
 //!   worker id, with `epoch`, raised by every claim: a write carries the epoch it was claimed
-//!   at, so a process presumed dead cannot write after another took the run over).
+//!   at, so a process presumed dead cannot write after another took the run over); indexed
+//!   by definition too, for the collection of blobs no run names.
 //! - `records`: a run's records by `(seq, sub)` (the store's `RecordKey`): its history.
 //! - `blobs`: components and definitions by sha256, shared by every run that uses them.
 //! - `workers`: every process on the store, with the time its heartbeat runs out
@@ -25,8 +26,12 @@ use crate::store::StoreError;
 /// record's tracking events are arrays of their members and a plain step end a short array
 /// (`driver::record`), which a weft that knows only version 2 would misread as a record with
 /// neither; 4 since the listing reads a page at a time through indexes in its own order
-/// (`runs_page`, `runs_page_by_workflow`), run ids compared byte by byte as sled does.
-pub(super) const VERSION: i32 = 4;
+/// (`runs_page`, `runs_page_by_workflow`), run ids compared byte by byte as sled does; 5 since
+/// runs are indexed by definition (`runs_by_definition`), so that a collection of unnamed
+/// blobs (`prune`) looks each stored definition up in an index instead of reading every run,
+/// and since a run's creation takes the blobs lock that such a collection waits for, which a
+/// weft that knows only version 4 would not take.
+pub(super) const VERSION: i32 = 5;
 
 /// The statements of each migration, in order: migration `i` takes the schema from version `i`
 /// to `i + 1`. `{s}` stands for the quoted schema name.
@@ -92,6 +97,9 @@ COMMENT ON COLUMN {s}.records.record IS 'MessagePack since schema version 2, JSO
 CREATE INDEX runs_page ON {s}.runs (created_at DESC, run_id COLLATE "C" DESC);
 CREATE INDEX runs_page_by_workflow ON {s}.runs (workflow_id, created_at DESC, run_id COLLATE "C" DESC);
 DROP INDEX {s}.runs_by_created;
+"#,
+    r#"
+CREATE INDEX runs_by_definition ON {s}.runs (definition);
 "#,
 ];
 
