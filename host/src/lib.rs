@@ -119,8 +119,8 @@ static TEST_ALLOC: MeteredAlloc<std::alloc::System> = MeteredAlloc(std::alloc::S
 pub use builder::{Arm, Body, Entry, PluginSpec, WorkflowBuilder};
 pub use driver::metrics::METRICS_CONTENT_TYPE;
 pub use driver::{
-    Clock, ManualClock, Recovery, RunRecord, Runtime, RuntimeConfig, RuntimeError, StoreUrl,
-    StoredEvent, SystemClock, Unrecovered,
+    Clock, ManualClock, PruneFilter, PruneReport, Recovery, RunRecord, Runtime, RuntimeConfig,
+    RuntimeError, StoreUrl, StoredEvent, SystemClock, Unrecovered,
 };
 pub use engine::draw::DrawingFormat;
 pub use engine::invocation::{

@@ -31,6 +31,7 @@ mod observability;
 mod plugin;
 mod plugin_host;
 mod rerun;
+mod retention;
 mod rules;
 mod run_limits;
 mod sequence;

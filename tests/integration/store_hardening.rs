@@ -537,7 +537,7 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
             &marker[..],
             weft::internal::STORE_FORMAT.to_string().as_bytes()
         );
-        assert_eq!(&marker[..], b"9");
+        assert_eq!(&marker[..], b"10");
     }
 }
 

@@ -7,7 +7,7 @@
 
 use sha2::{Digest, Sha256};
 use weft::RunStatus;
-use weft::RunSummary;
+use weft::{RunSummary, StoreError};
 use weft::internal::{Definition, NewRun, RunsPage, Store};
 
 use crate::store_conformance::{pg_store, sled_store, store_tests};
@@ -38,11 +38,12 @@ fn definition(name: &str, components: &[&[u8]]) -> Vec<u8> {
 }
 
 /// The digests of the components a [`definition`] names: the driver reads them from the graph.
-fn plugins_of(bytes: &[u8]) -> Vec<String> {
+fn plugins_of(bytes: &[u8]) -> Result<Vec<String>, StoreError> {
     let text = String::from_utf8_lossy(bytes);
-    text.split_once(" uses")
+    Ok(text
+        .split_once(" uses")
         .map(|(_, names)| names.split_whitespace().map(str::to_owned).collect())
-        .unwrap_or_default()
+        .unwrap_or_default())
 }
 
 /// Stores run `run_id` (workflow `w`) with the definition naming `components`, two records, a

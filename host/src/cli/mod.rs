@@ -31,6 +31,7 @@ use crate::run_id::check_run_id;
 use crate::store::StoreError;
 
 pub use commands::cancel::CancelArgs;
+pub use commands::prune::PruneArgs;
 pub use commands::dev::DevCmd;
 pub use commands::graph::GraphArgs;
 pub use commands::new::{self, NewArgs};
@@ -221,6 +222,8 @@ pub enum Cmd {
     Cancel(CancelArgs),
     /// List runs.
     Runs(RunsArgs),
+    /// Delete ended runs older than a duration, and give their room back.
+    Prune(PruneArgs),
     /// Show one run.
     Show(ShowArgs),
     /// Print a run's events, past then live, one JSON object a line.
@@ -402,6 +405,7 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
         Cmd::Resume(args) => commands::resume::exec(rt, args, out).await,
         Cmd::Cancel(args) => commands::cancel::exec(rt, args, out).await,
         Cmd::Runs(args) => commands::runs::exec(rt, args, out).await,
+        Cmd::Prune(args) => commands::prune::exec(rt, args, out).await,
         Cmd::Show(args) => commands::show::exec(rt, args, out).await,
         Cmd::Watch(args) => commands::watch::exec(rt, args, out).await,
         Cmd::Validate(args) => commands::validate::exec(rt, args, out).await,

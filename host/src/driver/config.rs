@@ -129,6 +129,11 @@ pub struct RuntimeConfig {
     /// 0 keeps none). Every run of a workflow loaded here then shares one graph, whose schemas
     /// compile once, instead of parsing its definition and compiling them again at each load.
     pub graph_cache: usize,
+    /// How long an ended run is kept before the runtime deletes it in the background
+    /// (`weft serve --retention`; default `None`: kept until pruned). A workflow's own
+    /// `retention:` applies to its runs instead. Pending, running and suspended runs are never
+    /// deleted.
+    pub retention: Option<Duration>,
     /// Where runs are stored: `None` (the default) for the embedded store in the home
     /// directory, which one process holds at a time; a PostgreSQL URL
     /// (`postgres://USER@HOST/DB`, or `host=/run/postgresql dbname=DB`, with weft's own
@@ -212,6 +217,7 @@ impl Default for RuntimeConfig {
             own_task_above: None,
             background_sync_after: Duration::from_millis(5),
             graph_cache: 64,
+            retention: None,
             store: None,
         }
     }
@@ -221,6 +227,12 @@ impl RuntimeConfig {
     /// Sets [`RuntimeConfig::store`].
     pub fn with_store(mut self, url: impl Into<String>) -> Self {
         self.store = Some(StoreUrl(url.into()));
+        self
+    }
+
+    /// Sets [`RuntimeConfig::retention`].
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(retention);
         self
     }
 

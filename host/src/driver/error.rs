@@ -15,6 +15,12 @@ pub enum RuntimeError {
     /// No run has this id.
     #[error("no run with id {0}")]
     UnknownRun(String),
+    /// A prune was asked to delete runs of a status that has not ended.
+    #[error(
+        "a prune deletes ended runs only, and {0} runs have not ended: give the status \
+         success, failed, cancelled or tripwire, or none"
+    )]
+    NotPrunable(RunStatus),
     /// A value is over a limit of [`RuntimeConfig`](super::RuntimeConfig).
     #[error(transparent)]
     Limit(#[from] LimitError),

@@ -140,6 +140,7 @@ impl Runtime {
     pub(super) fn retire(&self, run_id: &str) {
         lock(&self.inner.live).remove(run_id);
         self.inner.freed.notify_one();
+        self.inner.retired.notify_waiters();
         if let Err(e) = self.inner.store.release(run_id) {
             tracing::warn!(run = %run_id, "cannot let the run go: {e}");
         }

@@ -8,7 +8,8 @@
 //!
 //! The [`Runtime`] is spread over files of one job each: `runtime` (the runtime, its parts and
 //! how it is opened), `starting` (new runs and re-runs), `asking` (wait, show, resume, cancel),
-//! `watch` (a run's events, stored then live), `recovery` (runs no process drives), `load` (a
+//! `watch` (a run's events, stored then live), `recovery` (runs no process drives), `prune`
+//! (deleting ended runs: retention), `load` (a
 //! run read back from the store), `live_run` (the runs with an actor here), `shared` (a store
 //! many processes share) and `error` ([`RuntimeError`]). The actor is `actor`; `record` is what
 //! readers see of a run, `codec` how the store holds it.
@@ -28,6 +29,7 @@ mod live_run;
 mod load;
 pub(crate) mod metrics;
 mod new_events;
+mod prune;
 mod record;
 mod recovery;
 mod runtime;
@@ -43,6 +45,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub(crate) use config::redacted;
 pub use config::{RuntimeConfig, StoreUrl};
 pub use error::RuntimeError;
+pub use prune::{PruneFilter, PruneReport};
 pub use record::{RunRecord, StoredEvent};
 pub use runtime::Runtime;
 pub use unrecoverable::{Recovery, Unrecovered};

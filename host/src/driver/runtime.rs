@@ -62,10 +62,19 @@ pub(super) struct Inner {
     pub(super) answering: Arc<tokio::sync::RwLock<()>>,
     /// Told when a run stops being driven here, so a worker looks for more at once.
     pub(super) freed: tokio::sync::Notify,
+    /// Told (every waiter) when a run's actor lets it go: a prune waits for those of runs
+    /// that just ended.
+    pub(super) retired: tokio::sync::Notify,
     /// Runs driven here with an invocation in flight (see [`Runtime::busy`]).
     pub(super) working: Arc<std::sync::atomic::AtomicUsize>,
     /// The graphs of runs loaded from the store.
     pub(super) graphs: graphs::Graphs,
+    /// How long ended runs are kept ([`RuntimeConfig::retention`], or as set since).
+    pub(super) default_retention: Mutex<Option<std::time::Duration>>,
+    /// Each workflow's `retention:`, as this runtime last loaded it.
+    pub(super) retention: Mutex<HashMap<String, std::time::Duration>>,
+    /// Whether the background prune is started (once a retention applies).
+    pub(super) pruning: std::sync::atomic::AtomicBool,
 }
 
 /// Locks `m`, ignoring poisoning (what it guards stays consistent).
@@ -102,6 +111,7 @@ impl Runtime {
         let notices = store.shared().map(|s| s.notices());
         let metrics = metrics::Metrics::new();
         let graph_cache = config.graph_cache;
+        let retention = config.retention;
         let rt = Runtime {
             // The executors start child runs of workflow tools on this runtime (S125).
             inner: Arc::new_cyclic(|me| Inner {
@@ -122,10 +132,17 @@ impl Runtime {
                 commits: std::sync::atomic::AtomicU64::new(0),
                 answering: Arc::new(tokio::sync::RwLock::new(())),
                 freed: tokio::sync::Notify::new(),
+                retired: tokio::sync::Notify::new(),
                 working: Default::default(),
                 graphs: graphs::Graphs::new(graph_cache),
+                default_retention: Mutex::new(retention),
+                retention: Mutex::new(HashMap::new()),
+                pruning: std::sync::atomic::AtomicBool::new(false),
             }),
         };
+        if retention.is_some() {
+            rt.start_pruning();
+        }
         if let Some(notices) = notices {
             if tokio::runtime::Handle::try_current().is_ok() {
                 Runtime::serve_requests(Arc::downgrade(&rt.inner), notices);
@@ -227,7 +244,9 @@ impl Runtime {
 
     /// Loads and checks a workflow file, with this runtime's native steps available.
     pub async fn load_workflow(&self, path: &Path) -> Result<LoadedWorkflow, WorkflowError> {
-        load_workflow_with(path, None, &self.inner.host, &self.inner.natives).await
+        let loaded = load_workflow_with(path, None, &self.inner.host, &self.inner.natives).await?;
+        self.set_workflow_retention(loaded.workflow_id(), loaded.retention());
+        Ok(loaded)
     }
 
     /// Loads and checks a workflow given as text (YAML or JSON); relative paths in it are
@@ -238,7 +257,10 @@ impl Runtime {
         text: &str,
     ) -> Result<LoadedWorkflow, WorkflowError> {
         let path = std::path::absolute(name).unwrap_or_else(|_| PathBuf::from(name));
-        load_workflow_with(&path, Some(text), &self.inner.host, &self.inner.natives).await
+        let loaded =
+            load_workflow_with(&path, Some(text), &self.inner.host, &self.inner.natives).await?;
+        self.set_workflow_retention(loaded.workflow_id(), loaded.retention());
+        Ok(loaded)
     }
 
     /// Whether more runs driven here have an invocation in flight than

@@ -52,6 +52,10 @@ pub(crate) struct Entry {
     /// nothing is known to stop it. A start of it is refused with the loader's words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) problem: Option<String>,
+    /// How long its ended runs are kept (its `retention:`, as written, e.g. `30d`), when it
+    /// says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) retention: Option<String>,
 }
 
 /// What a scan reads of a workflow file; the rest of it is skipped.
@@ -69,6 +73,9 @@ struct Head {
     /// Its `plugins:`, by alias, as written.
     #[serde(default)]
     plugins: Option<serde_json::Map<String, Value>>,
+    /// Its `retention:`, as written.
+    #[serde(default)]
+    retention: Option<String>,
 }
 
 impl Catalog {
@@ -312,6 +319,22 @@ fn unquoted(text: &str) -> String {
     out
 }
 
+impl Catalog {
+    /// Gives `rt` the `retention:` of every workflow served, so that it applies from the
+    /// start rather than from each one's first run (a malformed one is refused at its start).
+    pub(crate) fn keep_retentions(&self, rt: &crate::driver::Runtime) {
+        for entry in self.list().unwrap_or_default() {
+            let retention = entry
+                .retention
+                .as_deref()
+                .map(|r| humantime::parse_duration(r.trim()));
+            if let Some(Ok(r)) = retention {
+                rt.set_workflow_retention(&entry.id, Some(r));
+            }
+        }
+    }
+}
+
 /// The `id`, description and input schema of the workflow file at `path`, when it is one; read
 /// as the loader reads it (YAML 1.2 booleans only, so a property named `n` stays a string).
 fn read_head(path: &Path) -> Option<Head> {
@@ -362,6 +385,7 @@ impl Head {
             description,
             input_schema,
             problem,
+            retention: self.retention,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! The routes, the error shape and the guards are described in `docs/SERVER.md`; this module
 //! wires them: `api` holds the handlers, `catalog` the workflows directory, `guard` the
 //! host, origin and token checks, `listen` the connection limits, `openapi` the OpenAPI
-//! document, `redact` what a run's stored workflow shows of its secrets and paths, `schemas`
+//! document, `prune` the deletion of ended runs (`POST /prune`), `redact` what a run's stored workflow shows of its secrets and paths, `schemas`
 //! how that document describes the engine's types, `ui` the web console
 //! (a single page and its embedded script and style).
 //! [`ServeConfig`] holds what the server allows and its limits.
@@ -16,6 +16,7 @@ mod guard;
 mod listen;
 mod metrics;
 mod openapi;
+mod prune;
 mod redact;
 mod schemas;
 mod ui;
@@ -59,9 +60,11 @@ pub async fn serve(rt: Runtime, listener: TcpListener, config: ServeConfig) -> s
 
 /// The API's routes over `rt`, for a server bound to `bound`, guarded as `config` says.
 pub fn router(rt: Runtime, bound: SocketAddr, config: &ServeConfig) -> std::io::Result<Router> {
+    let catalog = Catalog::new(config.workflows.as_deref())?;
+    catalog.keep_retentions(&rt);
     let app = App {
         rt,
-        catalog: Arc::new(Catalog::new(config.workflows.as_deref())?),
+        catalog: Arc::new(catalog),
         followers: Arc::new(Semaphore::new(config.max_followers)),
         heartbeat: config.heartbeat,
     };
@@ -80,6 +83,7 @@ pub fn router(rt: Runtime, bound: SocketAddr, config: &ServeConfig) -> std::io::
         .route("/runs/{id}/resume", post(api::resume))
         .route("/runs/{id}/cancel", post(api::cancel))
         .route("/runs/{id}/rerun", post(api::rerun))
+        .route("/prune", post(prune::prune))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::no_method)
         .with_state(app)

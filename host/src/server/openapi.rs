@@ -7,7 +7,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, RefOr};
 use utoipa::{Modify, OpenApi};
 
-use super::api;
+use super::{api, prune};
 
 /// The name of the bearer-token scheme the writes name.
 const BEARER: &str = "bearer";
@@ -17,7 +17,7 @@ const BEARER: &str = "bearer";
 #[openapi(
     info(
         title = "weft",
-        description = "Runs of weft workflows: start, list, read, follow, resume, cancel and re-run them. docs/SERVER.md describes the server's guards and limits."
+        description = "Runs of weft workflows: start, list, read, follow, resume, cancel, re-run and prune them. docs/SERVER.md describes the server's guards and limits."
     ),
     paths(
         api::list,
@@ -29,6 +29,7 @@ const BEARER: &str = "bearer";
         api::resume,
         api::cancel,
         api::rerun,
+        prune::prune,
     ),
     modifiers(&BearerToken, &WhichWorkflow)
 )]

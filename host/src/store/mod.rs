@@ -160,6 +160,26 @@ pub struct NewRun<'a> {
     pub fresh_id: bool,
 }
 
+/// What [`Store::collect_garbage`] gave back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reclaimed {
+    /// Blobs (definitions and components) that no stored run names any more, removed.
+    pub blobs: u64,
+    /// Bytes given back to the file system: removed blobs and compacted values files. A
+    /// backend whose server keeps the room of deleted rows for its own reuse (PostgreSQL)
+    /// counts the blobs' bytes only.
+    pub bytes: u64,
+}
+
+/// The statuses of runs that have ended, as the stores name them: the only runs a prune may
+/// delete.
+pub(crate) const ENDED: [RunStatus; 4] = [
+    RunStatus::Success,
+    RunStatus::Failed,
+    RunStatus::Cancelled,
+    RunStatus::Tripwire,
+];
+
 /// What every backend provides.
 ///
 /// A run is a list of records, each written by one atomic `append`: a transition (its
@@ -224,6 +244,20 @@ pub trait Store: Send + Sync + 'static {
     /// One page of the listing ([`RunsPage`]): it costs in proportion to the page, not to the
     /// runs stored (an index in creation order, read from the cursor on).
     fn runs_page(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError>;
+    /// Deletes each run of `run_ids` whose stored status is ended ([`ENDED`]), all of it at
+    /// once (its summary, listing entry, first state, snapshot and records: a crash leaves a
+    /// run whole or gone, never half); returns the ids it deleted. A run that is not stored,
+    /// not ended, or (on a shared store) still held by a live process is left as it is.
+    fn delete_ended(&self, run_ids: &[&str]) -> Result<Vec<String>, StoreError>;
+    /// Removes the blobs that no stored run names (each run's definition, and the components
+    /// that definition names, which `plugins_of` reads from its bytes) and gives back the room
+    /// of deleted runs where the backend keeps it itself (sled's values files). A run created
+    /// meanwhile keeps its blobs. A definition `plugins_of` cannot read stops the collection
+    /// with its error before anything is removed: what it names cannot be told.
+    fn collect_garbage(
+        &self,
+        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
+    ) -> Result<Reclaimed, StoreError>;
     /// Takes `run_id` for this process: on a store shared by many processes, only the process
     /// holding a run writes it, and a claim fences out a holder presumed gone. A store only one
     /// process opens (sled) answers [`Claim::Ours`] always.

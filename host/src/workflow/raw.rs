@@ -27,6 +27,8 @@ pub(super) struct RawFile {
     pub plugins: BTreeMap<String, Spanned<RawPlugin>>,
     #[serde(default)]
     pub models: BTreeMap<String, Spanned<RawModel>>,
+    #[serde(default)]
+    pub retention: Option<Spanned<String>>,
     pub steps: Spanned<Vec<RawEntry>>,
 }
 

@@ -11,6 +11,7 @@ pub(super) mod dev;
 pub(super) mod graph;
 pub mod new;
 pub(super) mod plugin;
+pub(super) mod prune;
 pub(super) mod record;
 pub(super) mod resume;
 pub(super) mod run;

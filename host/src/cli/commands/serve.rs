@@ -54,6 +54,11 @@ pub struct ServeArgs {
     /// one is answered 408 and disconnected.
     #[arg(long, default_value_t = 30)]
     pub body_timeout_s: u64,
+    /// Delete ended runs once they ended this long ago (`30d`, `12h`), in the background; a
+    /// workflow's own `retention:` applies to its runs instead. Without it, runs are kept
+    /// until `weft prune`.
+    #[arg(long, value_name = "DURATION", value_parser = super::prune::parse_age)]
+    pub retention: Option<std::time::Duration>,
 }
 
 /// Carries out `weft serve`: serves until the server fails or Ctrl-C or SIGTERM stops it.
@@ -69,6 +74,7 @@ pub(crate) async fn exec(rt: &Runtime, args: ServeArgs, out: &mut dyn Output) ->
         max_body_bytes,
         header_timeout_s,
         body_timeout_s,
+        retention,
     } = args;
     let (listener, bound) = match listen(&addr).await {
         Ok(l) => l,
@@ -107,6 +113,9 @@ pub(crate) async fn exec(rt: &Runtime, args: ServeArgs, out: &mut dyn Output) ->
         .with_max_body_bytes(max_body_bytes)
         .with_header_timeout(std::time::Duration::from_secs(header_timeout_s.max(1)))
         .with_body_timeout(std::time::Duration::from_secs(body_timeout_s.max(1)));
+    if let Some(retention) = retention {
+        rt.set_retention(Some(retention));
+    }
     config.workflows = workflows;
     config.token = token;
     config.allowed_hosts = allow_hosts;

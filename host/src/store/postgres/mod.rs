@@ -268,7 +268,7 @@ impl Store for PgStore {
     /// Deleted rows' room is reused by the server after vacuum: only the blobs' bytes count.
     fn collect_garbage(
         &self,
-        plugins_of: &dyn Fn(&[u8]) -> Vec<String>,
+        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
     ) -> Result<Reclaimed, StoreError> {
         self.collect_unnamed_blobs(plugins_of)
     }

@@ -92,7 +92,7 @@ impl PgStore {
     /// blobs'; the server reuses their room itself.
     pub(super) fn collect_unnamed_blobs(
         &self,
-        plugins_of: &dyn Fn(&[u8]) -> Vec<String>,
+        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
     ) -> Result<Reclaimed, StoreError> {
         // Streamed: one definition's bytes at a time in memory.
         let components = self.call("read the stored definitions", |c| {
@@ -106,7 +106,7 @@ impl PgStore {
                     let row = row?;
                     let digest: String = column(&row, 0)?;
                     let bytes: &[u8] = column(&row, 1)?;
-                    components.insert(digest, plugins_of(bytes));
+                    components.insert(digest, plugins_of(bytes).map_err(Fail::Final)?);
                 }
                 Ok(components)
             }
@@ -138,7 +138,7 @@ impl PgStore {
                         )
                         .await?;
                     for row in &rows {
-                        kept.extend(plugins_of(column(row, 0)?));
+                        kept.extend(plugins_of(column(row, 0)?).map_err(Fail::Final)?);
                     }
                 }
                 for digest in &named {

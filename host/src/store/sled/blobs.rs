@@ -109,6 +109,38 @@ impl Blobs {
         Ok(entries.next().is_some())
     }
 
+    /// Every stored blob's digest and size (a file being written, not yet renamed into place,
+    /// is none).
+    pub(super) fn list(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.dir).map_err(|e| io_error("list", &self.dir, e))? {
+            let entry = entry.map_err(|e| io_error("list", &self.dir, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if self.path(&name).is_err() {
+                continue;
+            }
+            let size = entry.metadata().map_or(0, |m| m.len());
+            out.push((name, size));
+        }
+        Ok(out)
+    }
+
+    /// Removes the blob of `digest`, which no run names.
+    pub(super) fn remove(&self, digest: &str) -> Result<(), StoreError> {
+        let path = self.path(digest)?;
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(digest);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error("remove", &path, e)),
+        }
+    }
+
     /// The bytes stored under `digest`, if any.
     pub(super) fn get(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let path = self.path(digest)?;

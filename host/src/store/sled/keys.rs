@@ -27,6 +27,18 @@ pub(super) const RECORD: u8 = b't';
 /// run's workflow id, so a page of one workflow's runs reads no summary it leaves out.
 pub(super) const CREATED: u8 = b'c';
 
+/// The index of runs by the definition they follow: `u | len(digest) as u32 BE | digest | id`,
+/// with an empty value, so that a prune tells a definition no run names (format 10).
+pub(super) const USES: u8 = b'u';
+
+/// Run `id`'s key in the index of runs by definition ([`USES`]): the digest's prefix, then the
+/// id.
+pub(super) fn uses_key(digest: &str, id: &str) -> Vec<u8> {
+    let mut k = key(USES, digest);
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
 /// Run `id`'s key in the listing index: [`CREATED`], the creation time as 8 bytes that sort as
 /// the signed number does, then the id (last, so it needs no length: the kind and the time are
 /// of fixed length), so the index sorts by time, then id, as the listing does (reversed).

@@ -13,8 +13,9 @@
 //! [`SledStore`] and the [`Store`] methods are here; the rest by concern: `open` (opening and
 //! closing, the database's lock and format marker, replaying the log), `write` (what a write
 //! puts in the log and the pending table, the disk's room), `checkpoint` (moving pending
-//! writes into sled), `read` (reads), `listing` (the runs' indexes, read a page at a time)
-//! and `error` (sled's errors as the store's);
+//! writes into sled), `read` (reads), `listing` (the runs' indexes, read a page at a time),
+//! `prune` (deleting ended runs, collecting blobs, compacting values files) and `error`
+//! (sled's errors as the store's);
 //! beneath them the log (`wal`), the pending table (`pending`), chunks of records (`chunk`),
 //! the values files (`values`), the keys of sled's tree (`keys`), the blob files (`blobs`)
 //! and `quiet_panic`.
@@ -27,6 +28,7 @@ mod keys;
 mod listing;
 mod open;
 mod pending;
+mod prune;
 mod quiet_panic;
 mod read;
 mod values;
@@ -35,14 +37,14 @@ mod write;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use sled::{Db, Tree};
 
 use crate::store::json::from_stored;
-use crate::store::{NewRun, RecordKey, RunSummary, RunsPage, Store, StoreError};
+use crate::store::{NewRun, Reclaimed, RecordKey, RunSummary, RunsPage, Store, StoreError};
 use blobs::Blobs;
-use keys::{BASE, DEFINITION, FIRST_AT, SNAPSHOT, SUMMARY, key, record_key};
+use keys::{BASE, DEFINITION, FIRST_AT, SNAPSHOT, SUMMARY, key, record_key, uses_key};
 use open::DbFile;
 pub use open::STORE_FORMAT;
 use pending::Pending;
@@ -81,6 +83,9 @@ struct Shared {
     /// for the next one (up to `checkpoint::KEPT_CHUNK_BUFFER` bytes), so that each
     /// checkpoint does not fault in megabytes of fresh pages again.
     checkpointing: Mutex<Vec<u8>>,
+    /// Held by each run's creation (shared), which stores blobs before the run that names
+    /// them, and by the collection of blobs no run names (exclusive).
+    blob_guard: RwLock<()>,
     /// Bytes that may still be written before [`Shared::room`] looks at the disk again.
     unchecked: AtomicU64,
     /// The database file; declared last, so it is dropped after the database handles.
@@ -122,6 +127,10 @@ impl Store for SledStore {
         }
         let plugins: usize = run.plugins.iter().map(|(_, bytes)| bytes.len()).sum();
         s.room(plugins + run.definition.bytes().len())?;
+        let _creating = s
+            .blob_guard
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Blobs first: they are synced before anything names them.
         for (digest, bytes) in run.plugins {
             s.blobs.put(digest, bytes)?;
@@ -134,6 +143,7 @@ impl Store for SledStore {
         s.put(vec![
             (record_key(id, FIRST_AT), &keys::first(definition, run.base)),
             listing::index_entry(run.summary),
+            (uses_key(definition, id), &[]),
             (key(SUMMARY, id), &summary),
         ])
     }
@@ -262,6 +272,17 @@ impl Store for SledStore {
 
     fn runs_page(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError> {
         self.shared.runs_page(page)
+    }
+
+    fn delete_ended(&self, run_ids: &[&str]) -> Result<Vec<String>, StoreError> {
+        self.shared.delete_ended(run_ids)
+    }
+
+    fn collect_garbage(
+        &self,
+        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
+    ) -> Result<Reclaimed, StoreError> {
+        self.shared.collect_garbage(plugins_of)
     }
 }
 

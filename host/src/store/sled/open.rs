@@ -138,14 +138,16 @@ const FORMAT_KEY: &[u8] = b"weft-store-format";
 /// JSON (`driver::record`); format 8 writes a record's tracking events as arrays of their
 /// members, without the run's id and with their instant once, and a plain step end as a short
 /// array (`driver::record`); format 9 indexes every run for the listing (`listing`), which a
-/// weft that does not would leave out of it. Runs written before are read where their format
-/// put them, and their records as they were written: a format 2 to 8 database reads as format
-/// 9, is indexed and marked 9 when opened, so a weft that reads only an older format refuses it
+/// weft that does not would leave out of it; format 10 indexes every run by its definition
+/// (`keys::USES`), without which a prune would remove the definitions of runs a weft that
+/// does not wrote. Runs written before are read where their format
+/// put them, and their records as they were written: a format 2 to 9 database reads as format
+/// 10, is indexed and marked 10 when opened, so a weft that reads only an older format refuses it
 /// from then on.
-pub const STORE_FORMAT: u32 = 9;
+pub const STORE_FORMAT: u32 = 10;
 
 /// The formats this build reads and upgrades to [`STORE_FORMAT`] when it opens a database.
-const UPGRADED_FORMATS: [u32; 7] = [2, 3, 4, 5, 6, 7, 8];
+const UPGRADED_FORMATS: [u32; 8] = [2, 3, 4, 5, 6, 7, 8, 9];
 
 /// The name of the tree that holds runs.
 const TREE: &str = "weft";
@@ -291,6 +293,7 @@ impl SledStore {
             retired: Mutex::default(),
             wake: Wake::default(),
             checkpointing: Mutex::default(),
+            blob_guard: std::sync::RwLock::default(),
             unchecked: AtomicU64::new(0),
             db_file,
         });
@@ -298,6 +301,7 @@ impl SledStore {
             shared.pending.hold(table, bytes);
             *lock(&shared.retired) = retired;
         }
+        shared.index_uses()?;
         let worker = shared.clone();
         let checkpointer = std::thread::Builder::new()
             .name("weft-checkpoint".into())

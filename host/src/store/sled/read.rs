@@ -32,6 +32,7 @@ impl Shared {
         from: RecordKey,
     ) -> Result<Vec<(RecordKey, Vec<u8>)>, StoreError> {
         self.quietly(|| {
+            let _reading = self.values.reading();
             let prefix = key(RECORD, run_id);
             let start = record_key(run_id, from);
             let mut out = std::collections::BTreeMap::new();
@@ -84,6 +85,7 @@ impl Shared {
     /// The key of a run's last record, pending or in sled.
     pub(super) fn last_record(&self, run_id: &str) -> Result<Option<RecordKey>, StoreError> {
         self.quietly(|| {
+            let _reading = self.values.reading();
             let prefix = key(RECORD, run_id);
             let pending = self
                 .pending
@@ -112,6 +114,7 @@ impl Shared {
             if let Some(v) = self.pending.get(&k) {
                 return Ok(Some(v));
             }
+            let reading = self.values.reading();
             match self.data.get(&k).map_err(|e| self.failed(e))? {
                 Some(v) => match chunk::first(FIRST_AT, &self.values.resolve(&k, &v)?) {
                     Some(first) => Ok(Some(first.to_vec())),
@@ -120,7 +123,10 @@ impl Shared {
                         message: "a chunk of records that does not read back".into(),
                     }),
                 },
-                None => self.get(FIRST, id),
+                None => {
+                    drop(reading);
+                    self.get(FIRST, id)
+                }
             }
         })
     }

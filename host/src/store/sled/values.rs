@@ -11,7 +11,9 @@
 //!
 //! Values files are only appended to: a checkpoint cut short leaves bytes no ref names, which
 //! the log's replay writes again further on. A ref is inserted only once the bytes it names are
-//! synced, so it never names bytes a crash could take away.
+//! synced, so it never names bytes a crash could take away. A prune takes the room of deleted
+//! runs back (`prune`): a file that no ref names is removed, and one whose live chunks are
+//! less than half of it has them copied to the current file, their refs moved, and is removed.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -19,7 +21,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::wal::{io_error, sync_dir};
 use crate::store::StoreError;
@@ -49,6 +51,10 @@ pub(super) struct Values {
     /// Files opened for reading, by number, with their size when last looked at (a file
     /// only grows: it is looked at again only for a ref past that size).
     readers: Mutex<HashMap<u32, (Arc<File>, u64)>>,
+    /// Held to read through refs ([`Values::reading`]) and, exclusively, to move chunks
+    /// ([`Values::moving`]): a read never holds a ref to a file that a move took its chunks
+    /// out of and removed.
+    moves: RwLock<()>,
 }
 
 /// The values file appended to, and how many bytes it holds.
@@ -120,24 +126,92 @@ impl Values {
             file_bytes,
             current: Mutex::new(Current { number, file, len }),
             readers: Mutex::default(),
+            moves: RwLock::default(),
         })
+    }
+
+    /// Held by a read from its read of a ref in sled to its read of the bytes named.
+    pub(super) fn reading(&self) -> RwLockReadGuard<'_, ()> {
+        self.moves
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Held while refs to moved chunks replace the old ones in sled.
+    pub(super) fn moving(&self) -> RwLockWriteGuard<'_, ()> {
+        self.moves
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The number of the file appended to.
+    pub(super) fn current(&self) -> u32 {
+        lock(&self.current).number
+    }
+
+    /// Every values file, by number, with its size, in order.
+    pub(super) fn files(&self) -> Result<Vec<(u32, u64)>, StoreError> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&self.dir).map_err(|e| io_error("list", &self.dir, e))? {
+            let entry = entry.map_err(|e| io_error("list", &self.dir, e))?;
+            let number = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(SUFFIX))
+                .and_then(|n| n.parse::<u32>().ok());
+            if let Some(number) = number {
+                let path = entry.path();
+                let size = entry
+                    .metadata()
+                    .map_err(|e| io_error("read the size of", &path, e))?
+                    .len();
+                files.push((number, size));
+            }
+        }
+        files.sort_unstable();
+        Ok(files)
+    }
+
+    /// Moves appends on to a new file.
+    pub(super) fn start_next(&self) -> Result<(), StoreError> {
+        let mut current = lock(&self.current);
+        let number = current.number.checked_add(1).ok_or_else(|| {
+            StoreError::Backend(format!(
+                "{} holds the most values files",
+                self.dir.display()
+            ))
+        })?;
+        let (file, len) = open_append(&self.dir, number)?;
+        sync_dir(&self.dir)?;
+        *current = Current { number, file, len };
+        Ok(())
+    }
+
+    /// Removes values file `number`, which no ref names and which is not the current one;
+    /// returns its size.
+    pub(super) fn remove(&self, number: u32) -> Result<u64, StoreError> {
+        if number == self.current() {
+            return Ok(0);
+        }
+        lock(&self.readers).remove(&number);
+        let path = path_of(&self.dir, number);
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(io_error("remove", &path, e)),
+        }
+        sync_dir(&self.dir)?;
+        Ok(size)
     }
 
     /// Appends `bytes` (the values of one checkpoint, back to back) and syncs them; returns the
     /// file and offset they start at, for [`ref_to`].
     pub(super) fn append(&self, bytes: &[u8]) -> Result<(u32, u64), StoreError> {
-        let mut current = lock(&self.current);
-        if current.len >= self.file_bytes {
-            let number = current.number.checked_add(1).ok_or_else(|| {
-                StoreError::Backend(format!(
-                    "{} holds the most values files",
-                    self.dir.display()
-                ))
-            })?;
-            let (file, len) = open_append(&self.dir, number)?;
-            sync_dir(&self.dir)?;
-            *current = Current { number, file, len };
+        if lock(&self.current).len >= self.file_bytes {
+            self.start_next()?;
         }
+        let mut current = lock(&self.current);
         let path = path_of(&self.dir, current.number);
         let at = current.len;
         let written = current
@@ -222,7 +296,7 @@ pub(super) fn ref_to(number: u32, offset: u64, len: usize) -> [u8; REF_LEN] {
 }
 
 /// The file, offset and length a ref names; `None` when `v` is not one.
-fn parse_ref(v: &[u8]) -> Option<(u32, u64, u32)> {
+pub(super) fn parse_ref(v: &[u8]) -> Option<(u32, u64, u32)> {
     if v.len() != REF_LEN || v[0] != REF {
         return None;
     }

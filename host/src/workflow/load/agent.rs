@@ -273,6 +273,7 @@ impl Builder<'_> {
                 host: self.host,
                 graph: Graph::empty(),
                 stack: self.stack.clone(),
+                retention: None,
             };
             child.file(
                 &nested.key,

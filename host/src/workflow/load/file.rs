@@ -73,6 +73,19 @@ impl Builder<'_> {
         if let Some(r) = &raw.retry {
             check_retry(path, r)?;
         }
+        if let Some(r) = &raw.retention {
+            let retention = humantime::parse_duration(r.value.trim()).map_err(|e| {
+                WorkflowError::at(
+                    path,
+                    line(&r.referenced),
+                    format!("retention `{}` is not a duration ({e})", r.value),
+                    "write how long ended runs are kept, e.g. `retention: 30d` or `12h`",
+                )
+            })?;
+            if self.stack.is_empty() {
+                self.retention = Some(retention);
+            }
+        }
         let file_id = self.graph.files.len() as FileId;
         let input_schema = file_schema(path, raw.input_schema.as_ref(), "input-schema")?;
         let state_schema = file_schema(path, raw.state_schema.as_ref(), "state-schema")?;

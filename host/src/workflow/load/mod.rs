@@ -40,6 +40,8 @@ pub struct LoadedWorkflow {
     pub(crate) graph: Graph,
     /// Each plugin by digest: its component bytes (stored with runs, S10) and the loaded plugin.
     pub(crate) plugins: BTreeMap<String, LoadedPlugin>,
+    /// How long its ended runs are kept (the top-level file's `retention:`).
+    pub(crate) retention: Option<std::time::Duration>,
     shared: OnceLock<(Arc<Graph>, Arc<Definition>)>,
 }
 
@@ -47,6 +49,12 @@ impl LoadedWorkflow {
     /// The workflow's id (`id:` of its top-level file).
     pub fn workflow_id(&self) -> &str {
         self.graph.workflow_id()
+    }
+
+    /// How long its ended runs are kept before a runtime that loaded it deletes them: the
+    /// top-level file's `retention:` (`None`: the runtime's own retention applies).
+    pub fn retention(&self) -> Option<std::time::Duration> {
+        self.retention
     }
 
     /// The checked definition runs of this workflow start with.
@@ -118,10 +126,12 @@ async fn load(
         host,
         graph: Graph::empty(),
         stack: Vec::new(),
+        retention: None,
     };
     builder.file(&top.key, String::new(), None)?;
     Ok(LoadedWorkflow {
         graph: builder.graph,
+        retention: builder.retention,
         plugins,
         shared: OnceLock::new(),
     })
@@ -161,6 +171,8 @@ struct Builder<'a> {
     graph: Graph,
     /// Files being expanded, outermost first (S42: a file may not name itself).
     stack: Vec<PathBuf>,
+    /// The top-level file's `retention:`.
+    retention: Option<std::time::Duration>,
 }
 
 /// Per-file bookkeeping while its entries are built.
