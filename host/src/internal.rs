@@ -11,8 +11,8 @@ pub use crate::plugin::{
 #[cfg(feature = "postgres")]
 pub use crate::store::PgStore;
 pub use crate::store::{
-    Claim, Definition, NewRun, Notice, Reclaimed, RecordKey, Request, RunsPage, STORE_FORMAT,
-    SharedStore, SledStore, Store,
+    Claim, Definition, NewRun, Notice, PluginsOf, Reclaimed, RecordKey, Request, RunsPage,
+    STORE_FORMAT, SharedStore, SledStore, Store,
 };
 pub use crate::workflow::{MAX_ENTRIES, MAX_FILE_NESTING};
 

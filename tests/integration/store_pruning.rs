@@ -7,8 +7,8 @@
 
 use sha2::{Digest, Sha256};
 use weft::RunStatus;
-use weft::{RunSummary, StoreError};
 use weft::internal::{Definition, NewRun, RunsPage, Store};
+use weft::{RunSummary, StoreError};
 
 use crate::store_conformance::{pg_store, sled_store, store_tests};
 

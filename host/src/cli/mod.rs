@@ -31,11 +31,11 @@ use crate::run_id::check_run_id;
 use crate::store::StoreError;
 
 pub use commands::cancel::CancelArgs;
-pub use commands::prune::PruneArgs;
 pub use commands::dev::DevCmd;
 pub use commands::graph::GraphArgs;
 pub use commands::new::{self, NewArgs};
 pub use commands::plugin::PluginCmd;
+pub use commands::prune::PruneArgs;
 pub use commands::record::exit_code;
 pub use commands::resume::ResumeArgs;
 pub use commands::run::RunArgs;

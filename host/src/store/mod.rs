@@ -171,6 +171,10 @@ pub struct Reclaimed {
     pub bytes: u64,
 }
 
+/// What [`Store::collect_garbage`] is given to read the digests of the components a stored
+/// definition names.
+pub type PluginsOf = dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>;
+
 /// The statuses of runs that have ended, as the stores name them: the only runs a prune may
 /// delete.
 pub(crate) const ENDED: [RunStatus; 4] = [
@@ -254,10 +258,7 @@ pub trait Store: Send + Sync + 'static {
     /// of deleted runs where the backend keeps it itself (sled's values files). A run created
     /// meanwhile keeps its blobs. A definition `plugins_of` cannot read stops the collection
     /// with its error before anything is removed: what it names cannot be told.
-    fn collect_garbage(
-        &self,
-        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
-    ) -> Result<Reclaimed, StoreError>;
+    fn collect_garbage(&self, plugins_of: &PluginsOf) -> Result<Reclaimed, StoreError>;
     /// Takes `run_id` for this process: on a store shared by many processes, only the process
     /// holding a run writes it, and a claim fences out a holder presumed gone. A store only one
     /// process opens (sled) answers [`Claim::Ours`] always.

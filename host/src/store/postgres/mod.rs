@@ -49,8 +49,8 @@ use deadpool_postgres::Pool;
 use tokio::sync::broadcast;
 
 use super::{
-    Claim, NewRun, Notice, Reclaimed, RecordKey, Request, RunSummary, RunsPage, SharedStore, Store,
-    StoreError,
+    Claim, NewRun, Notice, PluginsOf, Reclaimed, RecordKey, Request, RunSummary, RunsPage,
+    SharedStore, Store, StoreError,
 };
 use crate::engine::RunStatus;
 
@@ -266,10 +266,7 @@ impl Store for PgStore {
     }
 
     /// Deleted rows' room is reused by the server after vacuum: only the blobs' bytes count.
-    fn collect_garbage(
-        &self,
-        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
-    ) -> Result<Reclaimed, StoreError> {
+    fn collect_garbage(&self, plugins_of: &PluginsOf) -> Result<Reclaimed, StoreError> {
         self.collect_unnamed_blobs(plugins_of)
     }
 

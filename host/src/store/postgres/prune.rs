@@ -16,7 +16,7 @@ use tokio_postgres::types::FromSql;
 
 use super::connect::Fail;
 use super::{PgStore, StoreError, lock, status_text};
-use crate::store::{ENDED, Reclaimed};
+use crate::store::{ENDED, PluginsOf, Reclaimed};
 
 /// The stored blobs that a run names as its definition: `digest`, and `bytes` where selected.
 const DEFINITIONS: &str = "FROM {s}.blobs b \
@@ -92,7 +92,7 @@ impl PgStore {
     /// blobs'; the server reuses their room itself.
     pub(super) fn collect_unnamed_blobs(
         &self,
-        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
+        plugins_of: &PluginsOf,
     ) -> Result<Reclaimed, StoreError> {
         // Streamed: one definition's bytes at a time in memory.
         let components = self.call("read the stored definitions", |c| {

@@ -42,7 +42,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use sled::{Db, Tree};
 
 use crate::store::json::from_stored;
-use crate::store::{NewRun, Reclaimed, RecordKey, RunSummary, RunsPage, Store, StoreError};
+use crate::store::{
+    NewRun, PluginsOf, Reclaimed, RecordKey, RunSummary, RunsPage, Store, StoreError,
+};
 use blobs::Blobs;
 use keys::{BASE, DEFINITION, FIRST_AT, SNAPSHOT, SUMMARY, key, record_key, uses_key};
 use open::DbFile;
@@ -278,10 +280,7 @@ impl Store for SledStore {
         self.shared.delete_ended(run_ids)
     }
 
-    fn collect_garbage(
-        &self,
-        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
-    ) -> Result<Reclaimed, StoreError> {
+    fn collect_garbage(&self, plugins_of: &PluginsOf) -> Result<Reclaimed, StoreError> {
         self.shared.collect_garbage(plugins_of)
     }
 }

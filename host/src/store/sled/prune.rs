@@ -18,7 +18,7 @@ use super::keys::{
 use super::values;
 use super::{Shared, lock, split_first};
 use crate::store::json::from_stored;
-use crate::store::{ENDED, Reclaimed, RunSummary, StoreError};
+use crate::store::{ENDED, PluginsOf, Reclaimed, RunSummary, StoreError};
 
 /// A values file of at least this many bytes whose live chunks are less than half of it is
 /// rewritten; a smaller one is left until it grows or empties (then it is removed).
@@ -176,10 +176,7 @@ impl Shared {
 
     /// [`Store::collect_garbage`](crate::store::Store::collect_garbage): the blobs no run
     /// names, then the values files.
-    pub(super) fn collect_garbage(
-        &self,
-        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
-    ) -> Result<Reclaimed, StoreError> {
+    pub(super) fn collect_garbage(&self, plugins_of: &PluginsOf) -> Result<Reclaimed, StoreError> {
         let mut reclaimed = self.collect_blobs(plugins_of)?;
         reclaimed.bytes += self.compact_values()?;
         Ok(reclaimed)
@@ -188,10 +185,7 @@ impl Shared {
     /// Removes the blob files that are neither the definition of a stored run nor a component
     /// such a definition names. Holds off every run's creation meanwhile (which stores its
     /// blobs before the run that names them).
-    fn collect_blobs(
-        &self,
-        plugins_of: &dyn Fn(&[u8]) -> Result<Vec<String>, StoreError>,
-    ) -> Result<Reclaimed, StoreError> {
+    fn collect_blobs(&self, plugins_of: &PluginsOf) -> Result<Reclaimed, StoreError> {
         let _creating = self
             .blob_guard
             .write()
