@@ -107,6 +107,7 @@ mod run_id;
 #[cfg(feature = "server")]
 pub mod server;
 mod store;
+mod tags;
 mod workflow;
 
 pub use limits::memory::MeteredAlloc;
@@ -120,7 +121,7 @@ pub use builder::{Arm, Body, Entry, PluginSpec, WorkflowBuilder};
 pub use driver::metrics::METRICS_CONTENT_TYPE;
 pub use driver::{
     Clock, ManualClock, PruneFilter, PruneReport, Recovery, RunRecord, Runtime, RuntimeConfig,
-    RuntimeError, StoreUrl, StoredEvent, SystemClock, Unrecovered,
+    RuntimeError, StartOptions, StoreUrl, StoredEvent, SystemClock, Unrecovered,
 };
 pub use engine::draw::DrawingFormat;
 pub use engine::invocation::{
@@ -142,4 +143,5 @@ pub use native::{NativeCall, NativeStep};
 pub use plugin::{CompileNotice, HostConfig, PluginError, PluginHost, PoolConfig, PoolUsage};
 pub use run_id::InvalidRunId;
 pub use store::{RunSummary, StoreError};
+pub use tags::InvalidTag;
 pub use workflow::{LoadedWorkflow, WorkflowError, load_workflow};

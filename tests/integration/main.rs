@@ -42,6 +42,7 @@ mod step_executor;
 mod store_conformance;
 mod store_hardening;
 mod store_pruning;
+mod tags;
 mod terminal;
 mod tools;
 mod torture;

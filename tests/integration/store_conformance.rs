@@ -82,6 +82,7 @@ fn summary(run_id: &str, created_at: i64) -> RunSummary {
         status: RunStatus::Pending,
         created_at,
         updated_at: created_at,
+        tags: Default::default(),
     }
 }
 
@@ -313,6 +314,7 @@ fn runs_are_paged_in_the_listing_order_from_any_cursor_and_by_workflow(store: &d
             .runs_page(&RunsPage {
                 workflow,
                 after,
+                tags: &[],
                 limit,
             })
             .expect("page");
@@ -340,6 +342,7 @@ fn runs_are_paged_in_the_listing_order_from_any_cursor_and_by_workflow(store: &d
         .runs_page(&RunsPage {
             workflow: Some("workflow of c"),
             after: None,
+            tags: &[],
             limit: 1,
         })
         .expect("page");

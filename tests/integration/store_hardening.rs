@@ -230,6 +230,7 @@ fn summary(id: &str) -> RunSummary {
         status: weft::RunStatus::Pending,
         created_at: 0,
         updated_at: 0,
+        tags: Default::default(),
     }
 }
 
@@ -525,6 +526,7 @@ fn a_run_suspended_in_an_older_format_resumes_once_its_home_is_marked_current() 
         let page = weft::internal::RunsPage {
             workflow: None,
             after: None,
+            tags: &[],
             limit: 10,
         };
         let paged = store.runs_page(&page).expect("page");

@@ -62,6 +62,7 @@ fn create(
         status: RunStatus::Pending,
         created_at,
         updated_at: created_at,
+        tags: Default::default(),
     };
     let named: Vec<(String, &[u8])> = components.iter().map(|c| (digest(c), *c)).collect();
     let plugins: Vec<(&str, &[u8])> = named.iter().map(|(d, c)| (d.as_str(), *c)).collect();
@@ -129,6 +130,7 @@ fn page(store: &dyn Store, workflow: Option<&str>, after: Option<(i64, &str)>) -
         .runs_page(&RunsPage {
             workflow,
             after,
+            tags: &[],
             limit: 100,
         })
         .expect("page")

@@ -422,6 +422,7 @@ fn plant(home: &Path, run_id: &str, definition: &[u8], base: &[u8], age_ms: i64)
                 status: weft::RunStatus::Pending,
                 created_at: at,
                 updated_at: at,
+                tags: Default::default(),
             },
             definition: &weft::internal::Definition::new(definition.to_vec()),
             plugins: &[],

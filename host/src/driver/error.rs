@@ -15,6 +15,9 @@ pub enum RuntimeError {
     /// No run has this id.
     #[error("no run with id {0}")]
     UnknownRun(String),
+    /// A tag breaks the rule of tags (see [`InvalidTag`](crate::InvalidTag)).
+    #[error(transparent)]
+    InvalidTag(#[from] crate::tags::InvalidTag),
     /// A prune was asked to delete runs of a status that has not ended.
     #[error(
         "a prune deletes ended runs only, and {0} runs have not ended: give the status \

@@ -48,4 +48,5 @@ pub use error::RuntimeError;
 pub use prune::{PruneFilter, PruneReport};
 pub use record::{RunRecord, StoredEvent};
 pub use runtime::Runtime;
+pub use starting::StartOptions;
 pub use unrecoverable::{Recovery, Unrecovered};

@@ -56,6 +56,9 @@ pub struct RunRecord {
     pub created_at: String,
     /// When it last changed (RFC 3339).
     pub updated_at: String,
+    /// Its tags, given at its start.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 impl RunRecord {
@@ -111,6 +114,7 @@ impl RunRecord {
             restarted_from: parts.restarted_from,
             created_at: engine::rfc3339(state.created_at),
             updated_at: engine::rfc3339(state.updated_at),
+            tags: state.tags.clone(),
         }
     }
 }

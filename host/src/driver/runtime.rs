@@ -355,11 +355,13 @@ impl Runtime {
     /// id of the last run of the page before), and whether more follow. The store reads its
     /// index from the cursor on, so a page costs what its runs cost, not what every stored run
     /// does; a `status` filter, which holds a run's status as published (S100), reads on until
-    /// the page is full or the runs end.
+    /// the page is full or the runs end. With `tags`, only runs carrying every one of them (the
+    /// store reads the index of the first).
     pub fn runs_page(
         &self,
         workflow: Option<&str>,
         status: Option<RunStatus>,
+        tags: &[(String, String)],
         after: Option<(i64, &str)>,
         limit: usize,
     ) -> Result<(Vec<RunSummary>, bool), RuntimeError> {
@@ -372,6 +374,7 @@ impl Runtime {
         loop {
             let page = RunsPage {
                 workflow,
+                tags,
                 after: cursor.as_ref().map(|(at, id)| (*at, id.as_str())),
                 limit: batch,
             };
@@ -446,5 +449,6 @@ pub(super) fn summary(state: &RunState) -> RunSummary {
         status: state.status,
         created_at: state.created_at,
         updated_at: state.updated_at,
+        tags: state.tags.clone(),
     }
 }

@@ -3,6 +3,7 @@
 //! stored and then driven here or left to a worker; and keeping a new run out of listings until
 //! its creation is durable ([`Creating`]).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -18,6 +19,46 @@ use crate::run_id::{check_new_run_id, check_run_id};
 use crate::store::{Definition, NewRun};
 use crate::workflow::LoadedWorkflow;
 
+/// How a run starts, beyond its workflow and input: its id, its tags.
+///
+/// ```
+/// let options = weft::StartOptions::default()
+///     .with_run_id("order-1234")
+///     .with_tag("team", "payments");
+/// assert_eq!(options.tags["team"], "payments");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StartOptions {
+    /// The run's id; one is made when it is not given.
+    pub run_id: Option<String>,
+    /// Its tags, `key: value` (checked: 1-64 characters of `A-Z a-z 0-9 . _ -` per key, at most
+    /// 256 bytes without control characters or `,` per value, at most 16 tags).
+    pub tags: BTreeMap<String, String>,
+}
+
+impl StartOptions {
+    /// Sets [`StartOptions::run_id`].
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// Adds a tag.
+    pub fn with_tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(key.into(), value.into());
+        self
+    }
+
+    /// Options of run id `run_id` (or a new one) and no tags.
+    fn of_id(run_id: Option<String>) -> Self {
+        StartOptions {
+            run_id,
+            tags: BTreeMap::new(),
+        }
+    }
+}
+
 impl Runtime {
     /// Starts a run of `workflow` with `input` (defaults filled, checked: S57, S58) and returns
     /// its id. The run goes on in the background; [`Runtime::wait`] waits for it.
@@ -27,7 +68,18 @@ impl Runtime {
         input: Value,
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
-        self.start_workflow(workflow, input, run_id, Launch::Drive)
+        self.start_with(workflow, input, StartOptions::of_id(run_id))
+            .await
+    }
+
+    /// [`Runtime::start`] with its id and tags given by `options`.
+    pub async fn start_with(
+        &self,
+        workflow: &LoadedWorkflow,
+        input: Value,
+        options: StartOptions,
+    ) -> Result<String, RuntimeError> {
+        self.start_workflow(workflow, input, options, Launch::Drive)
             .await
     }
 
@@ -41,23 +93,36 @@ impl Runtime {
         input: Value,
         run_id: Option<String>,
     ) -> Result<String, RuntimeError> {
-        if !self.is_shared() {
-            return Err(RuntimeError::NotShared);
-        }
-        self.start_workflow(workflow, input, run_id, Launch::Submit)
+        self.submit_with(workflow, input, StartOptions::of_id(run_id))
             .await
     }
 
-    /// Starts a new run of `workflow` (`run_id`, checked, or a new id) with `input`, as
-    /// `then` says.
+    /// [`Runtime::submit`] with its id and tags given by `options`.
+    pub async fn submit_with(
+        &self,
+        workflow: &LoadedWorkflow,
+        input: Value,
+        options: StartOptions,
+    ) -> Result<String, RuntimeError> {
+        if !self.is_shared() {
+            return Err(RuntimeError::NotShared);
+        }
+        self.start_workflow(workflow, input, options, Launch::Submit)
+            .await
+    }
+
+    /// Starts a new run of `workflow` (the id of `options`, checked, or a new id, and its tags)
+    /// with `input`, as `then` says.
     pub(super) async fn start_workflow(
         &self,
         workflow: &LoadedWorkflow,
         input: Value,
-        run_id: Option<String>,
+        options: StartOptions,
         then: Launch,
     ) -> Result<String, RuntimeError> {
-        let new = new_run_id(run_id)?;
+        crate::tags::check_tags(&options.tags)?;
+        let mut new = new_run_id(options.run_id)?;
+        new.tags = options.tags;
         let (graph, definition) = workflow
             .shared()
             .map_err(|e| encode_failed(&new.run_id, e))?;
@@ -84,6 +149,7 @@ impl Runtime {
         let now = self.now();
         let mut state = engine::new_run(&graph, new.run_id, input, now);
         state.tool_call_of = new.tool_call_of;
+        state.tags = new.tags;
         state.value_limit = self.inner.config.max_output_bytes;
         self.launch(state, graph, definition, workflow, now, then, new.fresh)
             .await
@@ -99,9 +165,20 @@ impl Runtime {
         input: Value,
         run_id: Option<String>,
     ) -> Result<RunRecord, RuntimeError> {
+        self.start_and_wait_with(workflow, input, StartOptions::of_id(run_id))
+            .await
+    }
+
+    /// [`Runtime::start_and_wait`] with its id and tags given by `options`.
+    pub async fn start_and_wait_with(
+        &self,
+        workflow: &LoadedWorkflow,
+        input: Value,
+        options: StartOptions,
+    ) -> Result<RunRecord, RuntimeError> {
         let (waiter, answer) = oneshot::channel();
         let run_id = self
-            .start_workflow(workflow, input, run_id, Launch::DriveAndWait(waiter))
+            .start_workflow(workflow, input, options, Launch::DriveAndWait(waiter))
             .await?;
         match answer.await {
             Ok(answer) => answer,
@@ -167,6 +244,8 @@ impl Runtime {
         // The source was folded under the limit it ran with; the new run makes its values
         // under this runtime's.
         state.value_limit = self.inner.config.max_output_bytes;
+        // A re-run carries its source's tags.
+        state.tags = src_state.tags.clone();
         self.launch(
             state,
             graph,
@@ -283,12 +362,14 @@ fn new_run_id(given: Option<String>) -> Result<NewId, RuntimeError> {
                 run_id,
                 fresh: false,
                 tool_call_of: None,
+                tags: BTreeMap::new(),
             })
         }
         None => Ok(NewId {
             run_id: ulid::Ulid::new().to_string(),
             fresh: true,
             tool_call_of: None,
+            tags: BTreeMap::new(),
         }),
     }
 }
@@ -312,4 +393,6 @@ pub(super) struct NewId {
     pub(super) fresh: bool,
     /// For a workflow tool's child run: the call starting it (S125).
     pub(super) tool_call_of: Option<crate::engine::ToolCallOf>,
+    /// The run's tags, checked.
+    pub(super) tags: BTreeMap<String, String>,
 }

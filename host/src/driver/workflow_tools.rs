@@ -83,6 +83,7 @@ impl WorkflowTool {
                     run_id: child.clone(),
                     fresh: false,
                     tool_call_of: Some(this_call.clone()),
+                    tags: Default::default(),
                 },
                 Launch::Drive,
             )

@@ -57,6 +57,7 @@ pub(crate) fn new_run(graph: &Graph, run_id: String, input: Value, at: Millis) -
         tool_call_of: None,
         value_limit: crate::limits::DEFAULT_MAX_VALUE_BYTES,
         stopped: None,
+        tags: BTreeMap::new(),
     }
 }
 

@@ -156,6 +156,9 @@ pub(crate) struct RunState {
     /// `failed` with once what was under way has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<ErrorInfo>,
+    /// The run's tags (`key: value`), given at its start: listed with it and searched by.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 /// [`RunState::value_limit`] of a state stored before runs kept their own.

@@ -1,5 +1,6 @@
 //! The API's handlers: start, list, read, follow, resume and cancel runs.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 
 use axum::Json;
@@ -17,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::App;
 use super::catalog::Entry;
 use super::error::{ApiError, ErrorBody};
-use crate::driver::{RunRecord, StoredEvent};
+use crate::driver::{RunRecord, StartOptions, StoredEvent};
 use crate::engine::{ResumeRequest, RunStatus, rfc3339};
 use crate::store::RunSummary;
 use crate::workflow::LoadedWorkflow;
@@ -86,6 +87,11 @@ pub(crate) struct ListQuery {
     /// Where the page starts: the `next_cursor` of the page before.
     #[param(pattern = r"^-?[0-9]+\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
     cursor: Option<String>,
+    /// Only runs carrying these tags: `key:value`, several separated by `,` (each must match).
+    #[param(
+        pattern = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f]{0,256})*$"
+    )]
+    tag: Option<String>,
 }
 
 /// A run in a list.
@@ -101,6 +107,9 @@ pub(crate) struct RunItem {
     created_at: String,
     /// RFC 3339.
     updated_at: String,
+    /// Its tags, given at its start.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    tags: BTreeMap<String, String>,
 }
 
 impl From<&RunSummary> for RunItem {
@@ -111,6 +120,7 @@ impl From<&RunSummary> for RunItem {
             status: s.status,
             created_at: rfc3339(s.created_at),
             updated_at: rfc3339(s.updated_at),
+            tags: s.tags.clone(),
         }
     }
 }
@@ -178,9 +188,15 @@ pub(crate) async fn list(
         })?),
         None => None,
     };
+    let tags = match q.tag.as_deref() {
+        Some(t) => {
+            crate::tags::parse_filter(t).map_err(|e| ApiError::bad_request(e.to_string()))?
+        }
+        None => Vec::new(),
+    };
     let (page, more) = app
         .rt
-        .runs_page(q.workflow.as_deref(), status, after, limit)?;
+        .runs_page(q.workflow.as_deref(), status, &tags, after, limit)?;
     let next_cursor = more.then(|| page.last().map(cursor_of)).flatten();
     Ok(Json(RunPage {
         runs: page.iter().map(RunItem::from).collect(),
@@ -227,6 +243,30 @@ pub(crate) struct StartBody {
         pattern = r"^(?!.*\.tool-)(?!.*\.[0-9a-f]{32}$)[A-Za-z0-9_-][A-Za-z0-9._-]*$"
     )]
     run_id: Option<String>,
+    /// The run's tags, `{"key": "value"}`: at most 16, each key 1-64 characters of
+    /// `A-Z a-z 0-9 . _ -`, each value at most 256 bytes with no control character and no `,`.
+    #[serde(default)]
+    #[schema(schema_with = tags_schema)]
+    tags: Option<BTreeMap<String, String>>,
+}
+
+/// The schema of a start body's `tags`, as strict as `tags::check_tags`.
+fn tags_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let value = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .max_length(Some(crate::tags::MAX_TAG_VALUE))
+        .pattern(Some(r"^[^,\x00-\x1f\x7f]*$"));
+    let key = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(r"^[A-Za-z0-9._-]{1,64}$"));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(value))
+        .property_names(Some(key))
+        .max_properties(Some(crate::tags::MAX_TAGS))
+        .description(Some("The run's tags, `{\"key\": \"value\"}`"))
+        .build()
 }
 
 /// Whether to answer only once the run has settled.
@@ -299,12 +339,19 @@ pub(crate) async fn start(
         return Err(ApiError::internal("no workflow was loaded"));
     };
     let input = body.input.unwrap_or_else(|| json!({}));
+    let options = StartOptions {
+        run_id: body.run_id,
+        tags: body.tags.unwrap_or_default(),
+    };
     if q.wait {
         // One call that answers once the run has settled.
-        let record = app.rt.start_and_wait(&workflow, input, body.run_id).await?;
+        let record = app
+            .rt
+            .start_and_wait_with(&workflow, input, options)
+            .await?;
         return settled(&record);
     }
-    let id = app.rt.start(&workflow, input, body.run_id).await?;
+    let id = app.rt.start_with(&workflow, input, options).await?;
     Ok(created(StatusCode::CREATED, &id, run_ref(&id)))
 }
 

@@ -93,6 +93,7 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::Refused(_) => (StatusCode::BAD_REQUEST, "refused"),
             RuntimeError::InvalidInput(_) => (StatusCode::BAD_REQUEST, "invalid-input"),
             RuntimeError::NotPrunable(_) => (StatusCode::BAD_REQUEST, "not-prunable"),
+            RuntimeError::InvalidTag(_) => (StatusCode::BAD_REQUEST, "invalid-tag"),
             RuntimeError::InvalidRunId(_) => (StatusCode::BAD_REQUEST, "invalid-run-id"),
             RuntimeError::Limit(_) => (StatusCode::BAD_REQUEST, "over-limit"),
             e if e.is_disk_full() => (StatusCode::INSUFFICIENT_STORAGE, "disk-full"),

@@ -92,6 +92,9 @@ pub struct RunSummary {
     pub created_at: i64,
     /// Last change (ms since the epoch).
     pub updated_at: i64,
+    /// Its tags, given at its start (`tags::check_tags` holds them to its rule).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 /// Which runs a page of the listing holds: newest first (creation time, then id, both
@@ -103,6 +106,8 @@ pub struct RunsPage<'a> {
     pub workflow: Option<&'a str>,
     /// Only runs after this one in the order: its creation time (ms) and id.
     pub after: Option<(i64, &'a str)>,
+    /// Only runs carrying every one of these tags (key and value).
+    pub tags: &'a [(String, String)],
     /// The most runs the page holds.
     pub limit: usize,
 }

@@ -10,13 +10,13 @@ use serde_json::{Value, json};
 use super::record::follow_run;
 use super::{parse_json, refuse};
 use crate::cli::{EXIT_OK, EXIT_USAGE, Output, RunIdArg};
-use crate::driver::Runtime;
+use crate::driver::{Runtime, StartOptions};
 use crate::workflow::load_workflow;
 
 /// The arguments of `weft run`.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 #[command(
-    after_help = "Examples:\n  weft run examples/quickstart.yaml\n  weft run examples/quickstart.yaml --input '{\"text\": \"hello\"}'\n  weft run flow.yaml --input-file input.json --json > record.json\n  weft run --from-step route.approve --of 01JABCDEF..."
+    after_help = "Examples:\n  weft run examples/quickstart.yaml\n  weft run examples/quickstart.yaml --input '{\"text\": \"hello\"}'\n  weft run flow.yaml --input-file input.json --json > record.json\n  weft run --from-step route.approve --of 01JABCDEF...\n  weft run flow.yaml --tag team:payments --tag customer:acme"
 )]
 pub struct RunArgs {
     /// The workflow file (optional with --from-step: the source's stored definition).
@@ -37,6 +37,10 @@ pub struct RunArgs {
     /// starting with `.`.
     #[arg(long, value_parser = RunIdArg, allow_hyphen_values = true)]
     pub run_id: Option<String>,
+    /// A tag of the new run, `key:value` (repeat for more): `weft runs --tag` finds it.
+    #[arg(long = "tag", value_name = "KEY:VALUE", value_parser = crate::tags::parse_tag)]
+    #[serde(default)]
+    pub tags: Vec<(String, String)>,
     /// Print exactly one run record on stdout.
     #[arg(long)]
     pub json: bool,
@@ -56,6 +60,7 @@ pub(crate) async fn exec(rt: &Runtime, args: RunArgs, out: &mut dyn Output) -> i
         input,
         input_file,
         run_id,
+        tags,
         json,
         detach,
     } = args;
@@ -73,11 +78,15 @@ pub(crate) async fn exec(rt: &Runtime, args: RunArgs, out: &mut dyn Output) -> i
             rerun(rt, file.as_deref(), &step, &of, input, run_id, json, out).await
         }
         (Some(file), _, _) => {
+            let options = StartOptions {
+                run_id,
+                tags: tags.into_iter().collect(),
+            };
             run(
                 rt,
                 &file,
                 input.unwrap_or_else(|| json!({})),
-                run_id,
+                options,
                 json,
                 detach,
                 out,
@@ -145,12 +154,11 @@ async fn rerun(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn run(
     rt: &Runtime,
     file: &Path,
     input: Value,
-    run_id: Option<String>,
+    options: StartOptions,
     json: bool,
     detach: bool,
     out: &mut dyn Output,
@@ -163,7 +171,7 @@ async fn run(
         }
     };
     if detach {
-        return match rt.submit(&workflow, input, run_id).await {
+        return match rt.submit_with(&workflow, input, options).await {
             Ok(id) => {
                 out.line(&id);
                 EXIT_OK
@@ -171,7 +179,7 @@ async fn run(
             Err(e) => refuse(out, &e),
         };
     }
-    let run_id = match rt.start(&workflow, input, run_id).await {
+    let run_id = match rt.start_with(&workflow, input, options).await {
         Ok(id) => id,
         Err(e) => return refuse(out, &e),
     };

@@ -10,6 +10,9 @@ impl PgStore {
         let id = &s.run_id;
         let definition = run.definition.digest();
         let status = status_text(s.status);
+        let tags =
+            serde_json::to_string(&s.tags).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let tags = &tags;
         let mut blobs: Vec<(&str, &[u8])> = run.plugins.to_vec();
         blobs.push((definition, run.definition.bytes()));
         let created = self.call("create a run", |mut c| {
@@ -49,8 +52,8 @@ impl PgStore {
                     .query_opt(
                         &sql.q(
                             "INSERT INTO {s}.runs (run_id, workflow_id, status, created_at, \
-                             updated_at, definition, base, owner, epoch) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1) \
+                             updated_at, definition, base, owner, epoch, tags) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9::text::jsonb) \
                              ON CONFLICT (run_id) DO NOTHING RETURNING epoch",
                         ),
                         &[
@@ -62,6 +65,7 @@ impl PgStore {
                             definition,
                             &run.base,
                             &self.worker,
+                            tags,
                         ],
                     )
                     .await?;

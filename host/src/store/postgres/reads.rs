@@ -69,13 +69,27 @@ impl PgStore {
     pub(super) fn page_of_runs(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError> {
         // One statement per shape, so each is planned for its index, not for any parameter.
         let mut sql = String::from(
-            "SELECT run_id, workflow_id, status, created_at, updated_at FROM {s}.runs WHERE true",
+            "SELECT run_id, workflow_id, status, created_at, updated_at, tags::text FROM {s}.runs \
+             WHERE true",
         );
         let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
         let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&limit];
         if let Some(workflow) = &page.workflow {
             params.push(workflow);
             sql.push_str(&format!(" AND workflow_id = ${}", params.len()));
+        }
+        let tags = (!page.tags.is_empty()).then(|| {
+            serde_json::Value::Object(
+                page.tags
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
+            )
+            .to_string()
+        });
+        if let Some(tags) = &tags {
+            params.push(tags);
+            sql.push_str(&format!(" AND tags @> ${}::text::jsonb", params.len()));
         }
         if let Some((at, id)) = &page.after {
             params.push(at);
@@ -102,8 +116,8 @@ impl PgStore {
             async move {
                 Ok(c.query(
                     &sql.q(
-                        "SELECT run_id, workflow_id, status, created_at, updated_at FROM {s}.runs \
-                         WHERE $1::text IS NULL OR run_id = $1 \
+                        "SELECT run_id, workflow_id, status, created_at, updated_at, tags::text \
+                         FROM {s}.runs WHERE $1::text IS NULL OR run_id = $1 \
                          ORDER BY created_at DESC, run_id COLLATE \"C\" DESC",
                     ),
                     &[&run_id],
@@ -115,15 +129,21 @@ impl PgStore {
     }
 }
 
-/// The summary in a row of `run_id, workflow_id, status, created_at, updated_at`.
+/// The summary in a row of `run_id, workflow_id, status, created_at, updated_at, tags::text`.
 fn summary_of(r: &tokio_postgres::Row) -> Result<RunSummary, StoreError> {
     let run_id: String = r.get(0);
     let status = status_of(&run_id, r.get(2))?;
+    let tags: String = r.get(5);
+    let tags = serde_json::from_str(&tags).map_err(|e| StoreError::Corrupt {
+        key: format!("runs/{run_id}/tags"),
+        message: e.to_string(),
+    })?;
     Ok(RunSummary {
         workflow_id: r.get(1),
         status,
         created_at: r.get(3),
         updated_at: r.get(4),
         run_id,
+        tags,
     })
 }

@@ -30,7 +30,8 @@ use crate::store::StoreError;
 /// runs are indexed by definition (`runs_by_definition`), so that a collection of unnamed
 /// blobs (`prune`) looks each stored definition up in an index instead of reading every run,
 /// and since a run's creation takes the blobs lock that such a collection waits for, which a
-/// weft that knows only version 4 would not take.
+/// weft that knows only version 4 would not take; and since a run carries its tags (`tags`,
+/// a JSON object, GIN-indexed for `tags @> ...`), which such a weft would not store.
 pub(super) const VERSION: i32 = 5;
 
 /// The statements of each migration, in order: migration `i` takes the schema from version `i`
@@ -100,6 +101,8 @@ DROP INDEX {s}.runs_by_created;
 "#,
     r#"
 CREATE INDEX runs_by_definition ON {s}.runs (definition);
+ALTER TABLE {s}.runs ADD COLUMN tags jsonb NOT NULL DEFAULT '{}';
+CREATE INDEX runs_by_tags ON {s}.runs USING gin (tags jsonb_path_ops);
 "#,
 ];
 

@@ -39,23 +39,54 @@ pub(super) fn uses_key(digest: &str, id: &str) -> Vec<u8> {
     k
 }
 
-/// Run `id`'s key in the listing index: [`CREATED`], the creation time as 8 bytes that sort as
-/// the signed number does, then the id (last, so it needs no length: the kind and the time are
-/// of fixed length), so the index sorts by time, then id, as the listing does (reversed).
-pub(super) fn listing_key(created_at: i64, id: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + 8 + id.len());
-    k.push(CREATED);
+/// The index of runs by tag, in creation order: `g | len(key) as u32 BE | key | len(value) as
+/// u32 BE | value | created_at | id`, its value the run's workflow id, as [`CREATED`]'s.
+pub(super) const TAGGED: u8 = b'g';
+
+/// The prefix of the index entries of the runs tagged `key: value`.
+pub(super) fn tag_prefix(key: &str, value: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + 8 + key.len() + value.len());
+    k.push(TAGGED);
+    for part in [key, value] {
+        // Tags are short (`store::MAX_TAG_VALUE`); saturate anyway.
+        let len = u32::try_from(part.len()).unwrap_or(u32::MAX);
+        k.extend_from_slice(&len.to_be_bytes());
+        k.extend_from_slice(part.as_bytes());
+    }
+    k
+}
+
+/// The key of run `id` (made at `created_at`) under `prefix`, an index in creation order: the
+/// prefix, the time as 8 bytes that sort as the signed number does, then the id.
+pub(super) fn indexed_key(prefix: &[u8], created_at: i64, id: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + 8 + id.len());
+    k.extend_from_slice(prefix);
     k.extend_from_slice(&sortable(created_at));
     k.extend_from_slice(id.as_bytes());
     k
 }
 
-/// The creation time and id of `k`, a key of the listing index.
-pub(super) fn split_listing_key(k: &[u8]) -> Option<(i64, &str)> {
-    let rest = k.strip_prefix(&[CREATED])?;
+/// The creation time and id of `k`, a key under `prefix` of an index in creation order.
+pub(super) fn split_indexed_key<'k>(prefix: &[u8], k: &'k [u8]) -> Option<(i64, &'k str)> {
+    let rest = k.strip_prefix(prefix)?;
     let at: [u8; 8] = rest.get(..8)?.try_into().ok()?;
     let at = (u64::from_be_bytes(at) ^ (1 << 63)) as i64;
     Some((at, std::str::from_utf8(rest.get(8..)?).ok()?))
+}
+
+/// A key past every key under `prefix` of an index in creation order (an id is ASCII, so it
+/// never starts with `0xff`).
+pub(super) fn index_end(prefix: &[u8]) -> Vec<u8> {
+    let mut k = prefix.to_vec();
+    k.extend_from_slice(&[0xff; 9]);
+    k
+}
+
+/// Run `id`'s key in the listing index: [`CREATED`], the creation time as 8 bytes that sort as
+/// the signed number does, then the id (last, so it needs no length: the kind and the time are
+/// of fixed length), so the index sorts by time, then id, as the listing does (reversed).
+pub(super) fn listing_key(created_at: i64, id: &str) -> Vec<u8> {
+    indexed_key(&[CREATED], created_at, id)
 }
 
 /// `n` as 8 bytes whose order is the order of the signed numbers.
@@ -183,10 +214,17 @@ mod tests {
             .collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
         for ((at, id), k) in ordered.iter().zip(&keys) {
-            assert_eq!(split_listing_key(k), Some((*at, *id)));
+            assert_eq!(split_indexed_key(&[CREATED], k), Some((*at, *id)));
         }
-        assert_eq!(split_listing_key(&key(SUMMARY, "a")), None);
-        assert_eq!(split_listing_key(&[CREATED, 0, 1]), None);
+        assert_eq!(split_indexed_key(&[CREATED], &key(SUMMARY, "a")), None);
+        assert_eq!(split_indexed_key(&[CREATED], &[CREATED, 0, 1]), None);
+        // A tag's entries sort the same way, under a prefix no other tag's starts with.
+        let team = tag_prefix("team", "a");
+        let k = indexed_key(&team, 5, "r");
+        assert_eq!(split_indexed_key(&team, &k), Some((5, "r")));
+        assert!(k < index_end(&team) && k > team);
+        assert!(!indexed_key(&tag_prefix("team", "ab"), 5, "r").starts_with(&team));
+        assert!(indexed_key(&tag_prefix("team", "ab"), 5, "r") > index_end(&team));
     }
 
     #[test]

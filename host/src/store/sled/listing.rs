@@ -4,13 +4,16 @@
 //! run's workflow id: a page of one workflow's runs reads the index entries of the runs it
 //! passes over, but no summary of theirs. One index, not one more per workflow: each is an
 //! insert more per run at every checkpoint. A database written before the index existed is
-//! indexed once, when it opens.
+//! indexed once, when it opens. A tagged run is also in one index per tag (`keys::TAGGED`), in
+//! the same order, so a page of a tag reads the runs that carry it and no others.
 
 use sled::{Db, Tree};
 
 use super::Shared;
 use super::error::sled_error;
-use super::keys::{CREATED, SUMMARY, listing_key, split_listing_key};
+use super::keys::{
+    CREATED, SUMMARY, index_end, indexed_key, listing_key, split_indexed_key, tag_prefix,
+};
 use super::wal::Entry;
 use crate::store::json::from_stored;
 use crate::store::{RunSummary, RunsPage, StoreError};
@@ -29,28 +32,50 @@ pub(super) fn index_entry(s: &RunSummary) -> (Vec<u8>, &[u8]) {
     )
 }
 
+/// The entries of the index of runs by tag that list run `s`, one per tag.
+pub(super) fn tag_entries(s: &RunSummary) -> impl Iterator<Item = (Vec<u8>, &[u8])> {
+    s.tags.iter().map(|(k, v)| {
+        (
+            indexed_key(&tag_prefix(k, v), s.created_at, &s.run_id),
+            s.workflow_id.as_bytes(),
+        )
+    })
+}
+
 impl Shared {
     /// A page of the listing: the index read backwards from the cursor (in sled and among the
     /// pending writes, merged), entries of other workflows passed over, then each listed run's
     /// summary.
     pub(super) fn runs_page(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError> {
         self.quietly(|| {
-            let mut before = match page.after {
-                Some((at, id)) => listing_key(at, id),
-                None => vec![CREATED + 1],
+            // A page of a tag reads that tag's index; of none, the index of every run.
+            let prefix = match page.tags.first() {
+                Some((k, v)) => tag_prefix(k, v),
+                None => vec![CREATED],
             };
-            let mut listed = Vec::new();
+            let mut before = match page.after {
+                Some((at, id)) => indexed_key(&prefix, at, id),
+                None => index_end(&prefix),
+            };
+            let mut out = Vec::new();
             let mut batch = page.limit.max(1);
-            while listed.len() < page.limit {
-                let entries = self.index_before(&before, batch)?;
+            while out.len() < page.limit {
+                let entries = self.index_before(&prefix, &before, batch)?;
                 let ended = entries.len() < batch;
                 for (k, workflow) in &entries {
-                    if listed.len() < page.limit
+                    if out.len() < page.limit
                         && page
                             .workflow
                             .is_none_or(|w| w.as_bytes() == workflow.as_slice())
                     {
-                        listed.push(k.clone());
+                        let summary = self.indexed_summary(&prefix, k)?;
+                        let tagged = page
+                            .tags
+                            .iter()
+                            .all(|(k, v)| summary.tags.get(k) == Some(v));
+                        if tagged {
+                            out.push(summary);
+                        }
                     }
                 }
                 match entries.last() {
@@ -59,34 +84,39 @@ impl Shared {
                 }
                 batch = batch.saturating_mul(2).min(SCAN_BATCH.max(page.limit));
             }
-            let mut out = Vec::with_capacity(listed.len());
-            for k in &listed {
-                let corrupt = |message: &str| StoreError::Corrupt {
-                    key: String::from_utf8_lossy(k).into_owned(),
-                    message: message.into(),
-                };
-                let (_, id) =
-                    split_listing_key(k).ok_or_else(|| corrupt("not a key of the runs' index"))?;
-                let v = self
-                    .get(SUMMARY, id)?
-                    .ok_or_else(|| corrupt("the index lists a run that has no summary"))?;
-                out.push(from_stored(&v).map_err(|e| corrupt(&e.to_string()))?);
-            }
             Ok(out)
         })
     }
 
-    /// The last `n` entries of the index before key `before`, last first, from sled and the
-    /// pending writes.
-    fn index_before(&self, before: &[u8], n: usize) -> Result<Vec<Entry>, StoreError> {
-        let from = [CREATED];
+    /// The summary of the run that index entry `k` (under `prefix`) lists.
+    fn indexed_summary(&self, prefix: &[u8], k: &[u8]) -> Result<RunSummary, StoreError> {
+        let corrupt = |message: &str| StoreError::Corrupt {
+            key: String::from_utf8_lossy(k).into_owned(),
+            message: message.into(),
+        };
+        let (_, id) =
+            split_indexed_key(prefix, k).ok_or_else(|| corrupt("not a key of the runs' index"))?;
+        let v = self
+            .get(SUMMARY, id)?
+            .ok_or_else(|| corrupt("the index lists a run that has no summary"))?;
+        from_stored(&v).map_err(|e| corrupt(&e.to_string()))
+    }
+
+    /// The last `n` entries under `prefix` of an index before key `before`, last first, from
+    /// sled and the pending writes.
+    fn index_before(
+        &self,
+        prefix: &[u8],
+        before: &[u8],
+        n: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
         let mut entries = std::collections::BTreeMap::new();
-        for kv in self.data.range(&from[..]..before).rev().take(n) {
+        for kv in self.data.range(prefix..before).rev().take(n) {
             let (k, v) = kv.map_err(|e| self.failed(e))?;
             entries.insert(k.to_vec(), v.to_vec());
         }
         // The pending writes are newer than sled's: they win.
-        entries.extend(self.pending.range_back(&from, Some(before), n));
+        entries.extend(self.pending.range_back(prefix, Some(before), n));
         Ok(entries.into_iter().rev().take(n).collect())
     }
 }
@@ -128,6 +158,7 @@ mod tests {
             status: crate::engine::RunStatus::Running,
             created_at: at,
             updated_at: at,
+            tags: Default::default(),
         };
         let definition = Definition::new(b"{}".to_vec());
         let run = NewRun {
@@ -148,6 +179,7 @@ mod tests {
             let page = RunsPage {
                 workflow,
                 after: last.as_ref().map(|(at, id)| (*at, id.as_str())),
+                tags: &[],
                 limit,
             };
             let runs = store.runs_page(&page).expect("page");

@@ -142,12 +142,15 @@ impl Store for SledStore {
         let summary = Shared::summary_bytes(run.summary)?;
         // The summary is what makes the run exist: logged with the rest, after it, and with
         // the entry that lists it.
-        s.put(vec![
-            (record_key(id, FIRST_AT), &keys::first(definition, run.base)),
+        let first = keys::first(definition, run.base);
+        let mut writes = vec![
+            (record_key(id, FIRST_AT), &first[..]),
             listing::index_entry(run.summary),
             (uses_key(definition, id), &[]),
-            (key(SUMMARY, id), &summary),
-        ])
+        ];
+        writes.extend(listing::tag_entries(run.summary));
+        writes.push((key(SUMMARY, id), &summary));
+        s.put(writes)
     }
 
     fn append(&self, run_id: &str, at: RecordKey, record: &[u8]) -> Result<(), StoreError> {
@@ -298,6 +301,7 @@ mod tests {
             status: crate::engine::RunStatus::Running,
             created_at: 1,
             updated_at: 1,
+            tags: Default::default(),
         }
     }
 

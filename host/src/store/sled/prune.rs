@@ -107,6 +107,9 @@ impl Shared {
             batch.remove(key(kind, id));
         }
         batch.remove(listing_key(summary.created_at, id));
+        for (k, _) in super::listing::tag_entries(summary) {
+            batch.remove(k);
+        }
         for k in self.data.scan_prefix(key(RECORD, id)).keys() {
             batch.remove(k.map_err(|e| self.failed(e))?);
         }
@@ -311,6 +314,7 @@ mod tests {
             status: RunStatus::Running,
             created_at: 1,
             updated_at: 1,
+            tags: Default::default(),
         };
         let definition = Definition::new(format!("{{\"w\":\"{id}\"}}").into_bytes());
         let run = NewRun {
