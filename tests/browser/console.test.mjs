@@ -6,8 +6,10 @@
 // It starts `target/debug/weft serve --workflows examples` on a fresh home, drives the console
 // like a person would (start `approval` with amount 1500, watch it suspend, approve it, watch it
 // succeed with its result at the top; deny another), checks the "needs attention" filter, the
-// workflows page, the live step output, the token prompt, that the page asks nothing of any
-// other origin, that an unknown run's page says so, and that it fits a 390 px wide phone. A
+// workflows page, the live step output, the tags of runs (chips in the list and on the run
+// page, the tag filter, a chip that filters, the start form's tags and a refused tag), the token
+// prompt, that the page asks nothing of any other origin, that an unknown run's page says so,
+// and that it fits a 390 px wide phone. A
 // second server, over a workflow the test writes (a foreach whose items are retried, a loop, a
 // sleep, a retried step, a suspension), checks the timeline, its items and iterations, and the
 // event filter. Screenshots go to target/browser-artifacts/. It waits on page state only, never
@@ -373,6 +375,105 @@ async function main() {
     await page.goto(`${origin}/#/runs`);
     await page.locator(`section.runs tr[data-run="${runId}"]`).waitFor();
     await shot(page, 'runs-desktop');
+  });
+
+  await step('runs carry tags: chips in the list and on the run page, filters by tag, a chip that filters', async () => {
+    const start = async (tags) => {
+      const res = await fetch(`${origin}/runs`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ workflow: 'quickstart', tags }),
+      });
+      const text = await res.text();
+      check(res.status === 201, `POST /runs with tags answered ${res.status}: ${text}`);
+      return JSON.parse(text).run_id;
+    };
+    const pay = await start({ team: 'payments', env: 'prod' });
+    const ops = await start({ team: 'ops' });
+    // The start form sends its tags, and shows the server's refusal of a bad one on the field.
+    await page.goto(`${origin}/#/start?workflow=quickstart`);
+    await page.getByLabel('text').waitFor();
+    await page.getByLabel('Tags (optional)').fill('bad key:x');
+    await page.click('#start-submit');
+    const refusal = await page.waitForSelector('form.start .error:text("invalid tag \\"bad key:x\\": a key is made of")');
+    check((await refusal.textContent()).includes('(invalid-tag)'), 'the refusal does not name its code');
+    check(await page.getAttribute('#start-tags', 'aria-invalid') === 'true', 'the refused tags field is not marked');
+    await page.fill('#start-tags', 'team:payments\nenv : staging');
+    await page.click('#start-submit');
+    await page.waitForFunction(() => /^#\/runs\/[^/?]+$/.test(location.hash));
+    const formed = decodeURIComponent((await page.evaluate(() => location.hash)).slice('#/runs/'.length));
+    await page.waitForSelector('#run-status[data-status="success"]');
+    const onPage = await page.locator('.head-status #run-tags a.tag').evaluateAll((els) => els.map((e) => e.textContent));
+    check(JSON.stringify(onPage) === '["env:staging","team:payments"]', `the run page shows the tags ${JSON.stringify(onPage)}`);
+    await shot(page, 'run-tags-desktop');
+
+    const listed = () => page.locator('section.runs tbody tr').evaluateAll((els) => els.map((e) => e.dataset.run).sort());
+    const only = (...ids) => JSON.stringify([...ids].sort());
+    // A filter's view is new once its heading names its tags.
+    const filtered = async (hash, heading, ...ids) => {
+      await page.waitForFunction((h) => location.hash === h, hash);
+      await page.waitForSelector(`section.runs h2:text("${heading}")`);
+      await page.locator(`section.runs tr[data-run="${ids[0]}"]`).waitFor();
+      check(await listed().then(JSON.stringify) === only(...ids), `${hash} lists ${JSON.stringify(await listed())}, not ${only(...ids)}`);
+    };
+
+    await page.goto(`${origin}/#/runs`);
+    const payRow = page.locator(`section.runs tr[data-run="${pay}"]`);
+    await payRow.locator('a.tag[data-tag="team:payments"]').waitFor();
+    const chips = await payRow.locator('td[data-label="Tags"] a.tag').evaluateAll((els) => els.map((e) => e.textContent));
+    check(JSON.stringify(chips) === '["env:prod","team:payments"]', `the list shows the tags ${JSON.stringify(chips)}`);
+    await page.locator(`section.runs tr[data-run="${ops}"] a.tag[data-tag="team:ops"]`).waitFor();
+    check(await page.locator(`section.runs tr[data-run="${runId}"] a.tag`).count() === 0, 'an untagged run shows tags');
+    await shot(page, 'runs-tags-desktop');
+
+    // The filter's input, alone and with another tag, in the address like the other filters.
+    await page.fill('#filter-tag', 'team:payments');
+    await page.press('#filter-tag', 'Enter');
+    await filtered('#/runs?tag=team%3Apayments', 'tagged team:payments', pay, formed);
+    await page.fill('#filter-tag', 'team:payments, env:prod');
+    await page.press('#filter-tag', 'Enter');
+    await filtered('#/runs?tag=team%3Apayments%2Cenv%3Aprod', 'tagged team:payments and env:prod', pay);
+    // With the status: the filters combine.
+    await page.fill('#filter-tag', 'team:ops');
+    await page.selectOption('#filter-status', 'success');
+    await filtered('#/runs?status=success&tag=team%3Aops', 'tagged team:ops', ops);
+    check(await page.inputValue('#filter-tag') === 'team:ops', 'the tag filter is not kept in the form');
+
+    // A chip filters by its tag, added to the tags already filtered by.
+    await page.goto(`${origin}/#/runs`);
+    await page.click(`section.runs tr[data-run="${ops}"] a.tag[data-tag="team:ops"]`);
+    await filtered('#/runs?tag=team%3Aops', 'tagged team:ops', ops);
+    await page.goto(`${origin}/#/runs?tag=team%3Apayments`);
+    await page.click(`section.runs tr[data-run="${formed}"] a.tag[data-tag="env:staging"]`);
+    await filtered('#/runs?tag=team%3Apayments%2Cenv%3Astaging', 'tagged team:payments and env:staging', formed);
+    // So does a chip on a run's page.
+    await page.goto(`${origin}/#/runs/${encodeURIComponent(pay)}`);
+    await page.click('#run-tags a.tag[data-tag="env:prod"]');
+    await filtered('#/runs?tag=env%3Aprod', 'tagged env:prod', pay);
+    // "Start again" keeps the tags.
+    await page.goto(`${origin}/#/start?workflow=quickstart&from=${encodeURIComponent(pay)}`);
+    await page.getByLabel('text').waitFor();
+    check(await page.inputValue('#start-tags') === 'env:prod\nteam:payments', 'starting again does not fill the tags in');
+
+    // A filter the server cannot read shows its refusal, as other refusals are shown.
+    await page.goto(`${origin}/#/runs`);
+    await page.fill('#filter-tag', 'nocolon');
+    await page.press('#filter-tag', 'Enter');
+    await page.waitForFunction(() => location.hash === '#/runs?tag=nocolon');
+    await page.waitForSelector('section.runs .error[role="alert"]:text("invalid tag \\"nocolon\\": write a tag as `key:value`")');
+    check(await page.locator('section.runs tbody tr').count() === 0, 'a refused filter still lists runs');
+    await shot(page, 'runs-tag-refused-desktop');
+
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${origin}/#/runs`);
+    await payRow.locator('a.tag[data-tag="env:prod"]').waitFor();
+    await fits(page, 'runs list with tags');
+    await shot(page, 'runs-tags-phone');
+    await page.goto(`${origin}/#/runs/${encodeURIComponent(pay)}`);
+    await page.locator('#run-tags a.tag[data-tag="env:prod"]').waitFor();
+    await fits(page, 'run page with tags');
+    await shot(page, 'run-tags-phone');
+    await page.setViewportSize({ width: 1280, height: 800 });
   });
 
   await step('a workflow whose plugin is not built says why and is not offered to start', async () => {

@@ -125,6 +125,28 @@
 
   const runHref = (id) => `#/runs/${encodeURIComponent(id)}`;
 
+  /** The runs list's address with filters `f` ({status, workflow, tag, limit}); 25 a page is
+   *  the default, left out. */
+  function runsHref(f) {
+    const q = new URLSearchParams();
+    if (f.status) q.set('status', f.status);
+    if (f.workflow) q.set('workflow', f.workflow);
+    if (f.tag) q.set('tag', f.tag);
+    if (f.limit && Number(f.limit) !== 25) q.set('limit', String(f.limit));
+    return `#/runs${q.toString() ? `?${q}` : ''}`;
+  }
+
+  /** A run's tags as small `key:value` chips, each a link to `href(tag)` (a list filtered by
+   *  it); `null` when it has none. */
+  function tagChips(tags, href) {
+    const entries = Object.entries(tags || {});
+    if (!entries.length) return null;
+    return h('ul', { class: 'tags', 'aria-label': 'Tags' }, entries.map(([k, v]) => {
+      const tag = `${k}:${v}`;
+      return h('li', null, h('a', { href: href(tag), class: 'tag', 'data-tag': tag, title: `Runs tagged ${tag}` }, tag));
+    }));
+  }
+
 
   // ---- notices -----------------------------------------------------------------------------
 
@@ -309,7 +331,7 @@
   self.weft = {
     POLL_MS, TERMINAL, RUN_STATUSES, EVENT_TYPES, CLOSING,
     h, add, fill, main, nextId, pretty, short, jsonBlock, timeEl, clock, lasting, duration, badge, runHref,
-    notify, noticeForNewView, errorBox, showError, clearError,
+    runsHref, tagChips, notify, noticeForNewView, errorBox, showError, clearError,
     ApiError, api, write, setupToken, poller,
   };
 })();

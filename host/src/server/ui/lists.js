@@ -1,17 +1,54 @@
-// The console's lists: runs (live, filtered, paged), the start form, and the workflows pages
-// (each workflow with its latest runs, and one workflow's page with its start form and runs).
+// The console's lists: runs (live, filtered by status, workflow and tags, paged), the start
+// form, and the workflows pages (each workflow with its latest runs, and one workflow's page
+// with its start form and runs).
 'use strict';
 
 (() => {
   const {
-    POLL_MS, RUN_STATUSES, h, fill, main, nextId, clock, timeEl, badge, runHref, notify,
-    errorBox, showError, clearError, api, write, poller, inputEditor, busy,
+    POLL_MS, RUN_STATUSES, h, fill, main, nextId, clock, timeEl, badge, runHref, runsHref, tagChips,
+    notify, errorBox, showError, clearError, api, write, poller, FieldError, inputEditor, busy,
   } = self.weft;
+
+  // ---- tags --------------------------------------------------------------------------------
+
+  /** The `key:value` pieces of `text` split at `sep`, trimmed (around the first `:` too), the
+   *  empty ones left out; a piece without `:` is kept as written, for the server to refuse. */
+  function tagPieces(text, sep) {
+    return String(text || '').split(sep).map((p) => p.trim()).filter(Boolean).map((p) => {
+      const at = p.indexOf(':');
+      return at < 0 ? p : `${p.slice(0, at).trim()}:${p.slice(at + 1).trim()}`;
+    });
+  }
+
+  /** A tag filter as `GET /runs?tag=` reads it: `key:value` pieces joined by `,`. */
+  const tagFilter = (text) => tagPieces(text, ',').join(',');
+
+  /** The tag filter `filter` with `tag` added (once). */
+  function withTag(filter, tag) {
+    const pieces = tagPieces(filter, ',');
+    return (pieces.includes(tag) ? pieces : [...pieces, tag]).join(',');
+  }
+
+  /** The tags written in a start form's `field` (`key:value`, one a line or separated by
+   *  commas) as the object `POST /runs` takes; the server checks each against its rule. */
+  function readTags(field) {
+    const tags = new Map();
+    for (const piece of tagPieces(field.value, /[\n,]/)) {
+      const at = piece.indexOf(':');
+      if (at < 0) throw new FieldError(`Write the tag "${piece}" as key:value, e.g. team:payments.`, field);
+      const key = piece.slice(0, at);
+      if (tags.has(key)) throw new FieldError(`The tag ${key} is given twice: a run carries one value a key.`, field);
+      tags.set(key, piece.slice(at + 1));
+    }
+    return Object.fromEntries(tags);
+  }
 
   // ---- the runs list -----------------------------------------------------------------------
 
-  /** A live, paged table of runs with `filter` ({status, workflow}); `{el, dispose, set}`. */
-  function runTable(title, filter, limit) {
+  /** A live, paged table of runs with `filter` ({status, workflow, tag}); each tag chip links to
+   *  `tagHref(tag)`, by default the runs of the same workflow with that tag; `{el, dispose}`. */
+  function runTable(title, filter, limit, tagHref) {
+    const chipHref = tagHref || ((tag) => runsHref({ workflow: filter.workflow, tag }));
     const headingId = nextId('runs-h');
     const state = { stack: [null], next: null, last: null };
     const body = h('div', { class: 'runs-body' });
@@ -28,6 +65,7 @@
       const q = new URLSearchParams({ limit: String(limit) });
       if (filter.status) q.set('status', filter.status);
       if (filter.workflow) q.set('workflow', filter.workflow);
+      if (filter.tag) q.set('tag', filter.tag);
       const cursor = state.stack[state.stack.length - 1];
       if (cursor) q.set('cursor', cursor);
       let page;
@@ -59,12 +97,13 @@
       }
       const table = h('table', { class: 'cards' },
         h('caption', { class: 'visually-hidden' }, title),
-        h('thead', null, h('tr', null, ['Run', 'Workflow', 'Status', 'Created', 'Updated']
+        h('thead', null, h('tr', null, ['Run', 'Workflow', 'Tags', 'Status', 'Created', 'Updated']
           .map((c) => h('th', { scope: 'col' }, c)))),
         h('tbody', null, runs.map((r) => h('tr', { 'data-run': r.run_id, 'data-status': r.status },
           h('td', { 'data-label': 'Run', class: 'id' },
             h('a', { href: runHref(r.run_id), 'data-key': `run:${r.run_id}` }, r.run_id)),
           h('td', { 'data-label': 'Workflow' }, r.workflow_id),
+          h('td', { 'data-label': 'Tags', class: 'tags-cell' }, tagChips(r.tags, chipHref)),
           h('td', { 'data-label': 'Status' }, badge(r.status)),
           h('td', { 'data-label': 'Created' }, timeEl(r.created_at)),
           h('td', { 'data-label': 'Updated' }, timeEl(r.updated_at))))));
@@ -86,10 +125,12 @@
     };
   }
 
-  /** `#/runs?status=&workflow=&limit=`: filters and one live table (two for "needs attention"). */
+  /** `#/runs?status=&workflow=&tag=&limit=`: filters and one live table (two for "needs
+   *  attention"); a tag chip clicked adds its tag to the filter. */
   async function runsView(params) {
     const status = params.get('status') || '';
     const workflow = params.get('workflow') || '';
+    const tag = tagFilter(params.get('tag'));
     const limit = [10, 25, 50, 100].includes(Number(params.get('limit'))) ? Number(params.get('limit')) : 25;
     const attention = status === 'attention';
     const heading = h('h1', { tabindex: '-1' }, attention ? 'Runs that need attention' : 'Runs');
@@ -102,31 +143,33 @@
     const wfInput = h('input', { id: 'filter-workflow', name: 'workflow', list: listId, autocomplete: 'off', spellcheck: 'false', placeholder: 'any workflow' });
     wfInput.value = workflow;
     const ids = h('datalist', { id: listId });
+    const tagInput = h('input', { id: 'filter-tag', name: 'tag', autocomplete: 'off', spellcheck: 'false', placeholder: 'key:value, …', 'aria-describedby': 'filter-tag-hint' });
+    tagInput.value = tag;
     const limitSel = h('select', { id: 'filter-limit', name: 'limit' }, [10, 25, 50, 100].map((n) => h('option', { value: String(n) }, String(n))));
     limitSel.value = String(limit);
     const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter runs', novalidate: true },
       h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Status'), statusSel),
       h('div', { class: 'field' }, h('label', { for: 'filter-workflow' }, 'Workflow'), wfInput, ids),
+      h('div', { class: 'field' }, h('label', { for: 'filter-tag' }, 'Tags'), tagInput,
+        h('span', { class: 'visually-hidden', id: 'filter-tag-hint' }, 'key:value; several separated by commas list the runs carrying every one.')),
       h('div', { class: 'field' }, h('label', { for: 'filter-limit' }, 'Per page'), limitSel),
       h('div', { class: 'field buttons' }, h('button', { type: 'submit' }, 'Apply'),
         h('a', { href: '#/runs', class: 'button secondary' }, 'Clear')));
     const go = () => {
-      const q = new URLSearchParams();
-      if (statusSel.value) q.set('status', statusSel.value);
-      if (wfInput.value.trim()) q.set('workflow', wfInput.value.trim());
-      if (limitSel.value !== '25') q.set('limit', limitSel.value);
-      const hash = `#/runs${q.toString() ? `?${q}` : ''}`;
+      const hash = runsHref({ status: statusSel.value, workflow: wfInput.value.trim(), tag: tagFilter(tagInput.value), limit: limitSel.value });
       if (location.hash !== hash) location.hash = hash;
     };
     form.addEventListener('submit', (ev) => { ev.preventDefault(); go(); });
     statusSel.addEventListener('change', go);
     limitSel.addEventListener('change', go);
 
-    const filter = { workflow };
+    const filter = { workflow, tag };
+    const tagHref = (t) => runsHref({ status, workflow, tag: withTag(tag, t), limit });
+    const tagged = tag ? `, tagged ${tag.split(',').join(' and ')}` : '';
     const tables = attention
-      ? [runTable('Suspended: waiting for a resume', { ...filter, status: 'suspended' }, limit),
-        runTable('Failed', { ...filter, status: 'failed' }, limit)]
-      : [runTable(status ? `Runs with status ${status}` : 'All runs, newest first', { ...filter, status }, limit)];
+      ? [runTable(`Suspended: waiting for a resume${tagged}`, { ...filter, status: 'suspended' }, limit, tagHref),
+        runTable(`Failed${tagged}`, { ...filter, status: 'failed' }, limit, tagHref)]
+      : [runTable(`${status ? `Runs with status ${status}` : 'All runs, newest first'}${tagged}`, { ...filter, status }, limit, tagHref)];
     fill(main(), h('div', { class: 'view-head' }, heading,
       h('a', { href: '#/start', class: 'button' }, 'Start a run')),
     attention ? h('p', { class: 'hint' }, 'Suspended runs wait for someone to resume them; failed runs may want a re-run from a step.') : null,
@@ -143,15 +186,17 @@
   const workflowHref = (w) => `#/workflows/${encodeURIComponent(w.file)}`;
 
   /** The form that starts a run of one of `list`: a choice of workflow unless `fixed`, its
-   *  input as fields from its schema, an optional run id. A workflow the server knows cannot
-   *  start (a plugin not built) says why and is not offered. */
-  function startForm(list, chosen, initial, fixed) {
+   *  input as fields from its schema, optional tags (filled from `initialTags`) and run id. A
+   *  workflow the server knows cannot start (a plugin not built) says why and is not offered. */
+  function startForm(list, chosen, initial, fixed, initialTags) {
     const select = fixed ? null : h('select', { id: 'start-workflow', name: 'workflow' },
       list.map((w, i) => h('option', { value: String(i) }, `${workflowName(w)}${w.problem ? ' (cannot start)' : ''}`)));
     if (select) select.value = String(chosen);
     const about = h('p', { class: 'hint', id: 'start-about', 'aria-live': 'polite' });
     const editorBox = h('div', { class: 'editor-box' });
     const runId = h('input', { id: 'start-run-id', name: 'run_id', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'start-run-id-hint' });
+    const tags = h('textarea', { id: 'start-tags', name: 'tags', rows: '2', autocomplete: 'off', spellcheck: 'false', placeholder: 'team:payments', 'aria-describedby': 'start-tags-hint' });
+    tags.value = Object.entries(initialTags || {}).map(([k, v]) => `${k}:${v}`).join('\n');
     const submit = h('button', { type: 'submit', id: 'start-submit' }, 'Start run');
     const problem = errorBox();
     let editor = null;
@@ -171,6 +216,8 @@
       h('h2', { id: 'start-legend' }, fixed ? 'Start a run' : 'Workflow and input'),
       select ? h('div', { class: 'field' }, h('label', { for: 'start-workflow' }, 'Workflow'), select, about) : about,
       editorBox,
+      h('div', { class: 'field' }, h('label', { for: 'start-tags' }, 'Tags (optional)'), tags,
+        h('span', { class: 'hint', id: 'start-tags-hint' }, 'key:value, one a line or separated by commas; the runs list finds the run by them.')),
       h('div', { class: 'field' }, h('label', { for: 'start-run-id' }, 'Run id (optional)'), runId,
         h('span', { class: 'hint', id: 'start-run-id-hint' }, 'Left empty, the server makes one.')),
       h('div', { class: 'buttons' }, submit), problem);
@@ -179,14 +226,21 @@
       busy(submit, problem, form, async () => {
         const w = picked();
         const body = { workflow: w.id, input: editor.read(false) };
+        const given = readTags(tags);
+        if (Object.keys(given).length) body.tags = given;
         if (runId.value.trim()) body.run_id = runId.value.trim();
+        // A tag the server refuses marks the tags field.
+        const start = (b) => write('POST', '/runs', b).catch((e) => {
+          if (e.code === 'invalid-tag') e.field = tags;
+          throw e;
+        });
         let res;
         try {
-          res = await write('POST', '/runs', body);
+          res = await start(body);
         } catch (e) {
           // Two files with one id: name the file instead.
           if (e.code !== 'ambiguous-workflow') throw e;
-          res = await write('POST', '/runs', { ...body, workflow: undefined, file: w.file });
+          res = await start({ ...body, workflow: undefined, file: w.file });
         }
         notify(`Started run ${res.run_id}.`, 'ok', true);
         location.hash = runHref(res.run_id);
@@ -207,7 +261,8 @@
     return null;
   }
 
-  /** `#/start?workflow=ID&from=RUN`: pick a workflow, fill its input, start it. */
+  /** `#/start?workflow=ID&from=RUN`: pick a workflow, fill its input (and tags, from RUN), start
+   *  it. */
   async function startView(params) {
     const heading = h('h1', { tabindex: '-1' }, 'Start a run');
     const area = h('div', null, h('p', { class: 'hint' }, 'Loading the workflows…'));
@@ -215,13 +270,18 @@
     const list = await workflowList(area);
     if (!list) return { title: 'Start a run', focus: heading };
     let initial;
+    let initialTags;
     const from = params.get('from');
     if (from) {
-      try { initial = (await api('GET', `/runs/${encodeURIComponent(from)}`)).input; } catch { initial = undefined; }
+      try {
+        const source = await api('GET', `/runs/${encodeURIComponent(from)}`);
+        initial = source.input;
+        initialTags = source.tags;
+      } catch { initial = undefined; }
     }
     const wanted = list.findIndex((w) => w.id === params.get('workflow') || w.file === params.get('workflow'));
     const startable = list.findIndex((w) => !w.problem);
-    fill(area, startForm(list, wanted >= 0 ? wanted : Math.max(startable, 0), initial, false));
+    fill(area, startForm(list, wanted >= 0 ? wanted : Math.max(startable, 0), initial, false, initialTags));
     return { title: 'Start a run', focus: heading };
   }
 

@@ -1,16 +1,18 @@
-// The run page: its outcome first, then what waits for a person, the timeline, the workflow
-// drawn, the steps, the events, input and state; live over the run's event stream.
+// The run page: its status and tags, its outcome first, then what waits for a person, the
+// timeline, the workflow drawn, the steps, the events, input and state; live over the run's
+// event stream.
 'use strict';
 
 (() => {
   const {
     POLL_MS, TERMINAL, EVENT_TYPES, CLOSING, h, fill, main, jsonBlock, timeEl, duration, badge, runHref,
-    errorBox, showError, clearError, api, poller, graphView, stepsView, timelineView, eventsView, actionsView,
+    runsHref, tagChips, errorBox, showError, clearError, api, poller, graphView, stepsView, timelineView, eventsView, actionsView,
   } = self.weft;
 
   async function runView(id) {
     const heading = h('h1', { tabindex: '-1' }, 'Run ', h('span', { class: 'id' }, id));
     const status = h('span', { id: 'run-status', 'data-status': '' });
+    const tags = h('div', { id: 'run-tags', class: 'run-tags' });
     const stream = h('span', { id: 'stream-state', class: 'stream', 'data-state': 'connecting' }, 'Connecting…');
     const meta = h('dl', { class: 'meta' });
     const outcome = h('div', { class: 'outcome', id: 'run-outcome' });
@@ -34,7 +36,7 @@
 
     const actions = actionsView(id, () => graph, () => schedule());
     fill(main(),
-      h('div', { class: 'view-head' }, heading, h('div', { class: 'head-status' }, status, stream)),
+      h('div', { class: 'view-head' }, heading, h('div', { class: 'head-status' }, status, tags, stream)),
       outcome, problem, meta, actions.el,
       h('section', { class: 'panel', 'aria-labelledby': 'timeline-h' }, h('h2', { id: 'timeline-h' }, 'Timeline'), timeline.el),
       h('section', { class: 'panel', 'aria-labelledby': 'graph-h' }, h('h2', { id: 'graph-h' }, 'Workflow'), graphBox),
@@ -48,6 +50,12 @@
       status.dataset.status = r.status;
       fill(status, badge(r.status));
       document.title = `${r.run_id} (${r.status}) · weft`;
+      // Its tags beside its status, each a link to the runs that carry it.
+      const tagsKey = JSON.stringify(r.tags || {});
+      if (tags.dataset.key !== tagsKey) {
+        tags.dataset.key = tagsKey;
+        fill(tags, tagChips(r.tags, (tag) => runsHref({ tag })));
+      }
       const metaKey = JSON.stringify([r.workflow_id, r.created_at, r.updated_at, r.restarted_from]);
       if (meta.dataset.key !== metaKey) {
         meta.dataset.key = metaKey;
