@@ -179,6 +179,7 @@ fn post_runs_takes_tags_and_get_runs_filters_by_them_as_the_document_says() {
     assert_eq!(runs[0]["tags"]["team"], "a");
     let (status, body) = http(addr, "GET", "/runs?tag=novalue", "").expect("an answer");
     assert_eq!(status, 400, "{body}");
+    assert!(body.contains("invalid-tag"), "{body}");
     let (_, doc) = http(addr, "GET", "/openapi.json", "").expect("the document");
     let doc: Value = serde_json::from_str(&doc).expect("JSON");
     let params = doc["paths"]["/runs"]["get"]["parameters"]

@@ -190,7 +190,9 @@ pub(crate) async fn list(
     };
     let tags = match q.tag.as_deref() {
         Some(t) => {
-            crate::tags::parse_filter(t).map_err(|e| ApiError::bad_request(e.to_string()))?
+            crate::tags::parse_filter(t).map_err(|e| {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid-tag", e.to_string())
+        })?
         }
         None => Vec::new(),
     };
