@@ -2,7 +2,7 @@
 //! (`weft run --tag`, `weft runs --tag`, `POST /runs {"tags"}`, `GET /runs?tag=`).
 //!
 //! A key is 1 to [`MAX_TAG_KEY`] characters of `A-Z a-z 0-9 . _ -`; a value is at most
-//! [`MAX_TAG_VALUE`] bytes with no control character and no `,` (which separates the tags of a
+//! [`MAX_TAG_VALUE`] characters with no control character (C0, DEL or C1) and no `,` (which separates the tags of a
 //! filter); a run carries at most [`MAX_TAGS`]. A tag is written `key:value` on the command line
 //! and in a filter, the value being everything after the first `:`.
 
@@ -14,7 +14,7 @@ pub(crate) const MAX_TAGS: usize = 16;
 /// The longest tag key, in characters.
 pub(crate) const MAX_TAG_KEY: usize = 64;
 
-/// The longest tag value, in bytes.
+/// The longest tag value, in characters.
 pub(crate) const MAX_TAG_VALUE: usize = 256;
 
 /// A tag or a set of tags that breaks the rule.
@@ -53,8 +53,8 @@ pub(crate) fn check_tag(key: &str, value: &str) -> Result<(), InvalidTag> {
     {
         return refuse("a key is made of A-Z a-z 0-9 . _ - only".into());
     }
-    if value.len() > MAX_TAG_VALUE {
-        return refuse(format!("a value is at most {MAX_TAG_VALUE} bytes"));
+    if value.chars().count() > MAX_TAG_VALUE {
+        return refuse(format!("a value is at most {MAX_TAG_VALUE} characters"));
     }
     if value.chars().any(|c| c.is_control() || c == ',') {
         return refuse("a value holds no control character and no `,`".into());
@@ -112,6 +112,9 @@ mod tests {
         assert!(parse_tag("k:a\nb").unwrap_err().reason.contains("control"));
         let long = format!("k:{}", "x".repeat(MAX_TAG_VALUE + 1));
         assert!(parse_tag(&long).unwrap_err().reason.contains("256"));
+        // Counted in characters, as the API's document counts them.
+        assert!(parse_tag(&format!("k:{}", "é".repeat(MAX_TAG_VALUE))).is_ok());
+        assert!(parse_tag("k:a\u{85}b").unwrap_err().reason.contains("control"));
         assert_eq!(
             parse_filter("team:a,env:prod"),
             Ok(vec![

@@ -33,7 +33,7 @@ pub struct StartOptions {
     /// The run's id; one is made when it is not given.
     pub run_id: Option<String>,
     /// Its tags, `key: value` (checked: 1-64 characters of `A-Z a-z 0-9 . _ -` per key, at most
-    /// 256 bytes without control characters or `,` per value, at most 16 tags).
+    /// 256 characters without control characters or `,` per value, at most 16 tags).
     pub tags: BTreeMap<String, String>,
 }
 

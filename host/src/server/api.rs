@@ -246,7 +246,8 @@ pub(crate) struct StartBody {
     )]
     run_id: Option<String>,
     /// The run's tags, `{"key": "value"}`: at most 16, each key 1-64 characters of
-    /// `A-Z a-z 0-9 . _ -`, each value at most 256 bytes with no control character and no `,`.
+    /// `A-Z a-z 0-9 . _ -`, each value at most 256 characters with no control character and
+    /// no `,`.
     #[serde(default)]
     #[schema(schema_with = tags_schema)]
     tags: Option<BTreeMap<String, String>>,
@@ -258,7 +259,7 @@ fn tags_schema() -> utoipa::openapi::schema::Object {
     let value = ObjectBuilder::new()
         .schema_type(Type::String)
         .max_length(Some(crate::tags::MAX_TAG_VALUE))
-        .pattern(Some(r"^[^,\x00-\x1f\x7f]*$"));
+        .pattern(Some(r"^[^,\x00-\x1f\x7f-\x9f]*$"));
     let key = ObjectBuilder::new()
         .schema_type(Type::String)
         .pattern(Some(r"^[A-Za-z0-9._-]{1,64}$"));
