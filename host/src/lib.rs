@@ -87,6 +87,7 @@
 //! transition is made durable).
 #![warn(unreachable_pub, unnameable_types)]
 
+mod age;
 mod builder;
 #[cfg(feature = "cli")]
 #[doc(hidden)]

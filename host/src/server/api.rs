@@ -89,7 +89,7 @@ pub(crate) struct ListQuery {
     cursor: Option<String>,
     /// Only runs carrying these tags: `key:value`, several separated by `,` (each must match).
     #[param(
-        pattern = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f]{0,256})*$"
+        pattern = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256})*$"
     )]
     tag: Option<String>,
 }
@@ -189,11 +189,8 @@ pub(crate) async fn list(
         None => None,
     };
     let tags = match q.tag.as_deref() {
-        Some(t) => {
-            crate::tags::parse_filter(t).map_err(|e| {
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid-tag", e.to_string())
-        })?
-        }
+        Some(t) => crate::tags::parse_filter(t)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-tag", e.to_string()))?,
         None => Vec::new(),
     };
     let (page, more) = app

@@ -324,10 +324,7 @@ impl Catalog {
     /// start rather than from each one's first run (a malformed one is refused at its start).
     pub(crate) fn keep_retentions(&self, rt: &crate::driver::Runtime) {
         for entry in self.list().unwrap_or_default() {
-            let retention = entry
-                .retention
-                .as_deref()
-                .map(|r| humantime::parse_duration(r.trim()));
+            let retention = entry.retention.as_deref().map(crate::age::parse_age);
             if let Some(Ok(r)) = retention {
                 rt.set_workflow_retention(&entry.id, Some(r));
             }

