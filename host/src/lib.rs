@@ -121,8 +121,9 @@ static TEST_ALLOC: MeteredAlloc<std::alloc::System> = MeteredAlloc(std::alloc::S
 pub use builder::{Arm, Body, Entry, PluginSpec, WorkflowBuilder};
 pub use driver::metrics::METRICS_CONTENT_TYPE;
 pub use driver::{
-    Clock, ManualClock, PruneFilter, PruneReport, Recovery, RunRecord, Runtime, RuntimeConfig,
-    RuntimeError, StartOptions, StoreUrl, StoredEvent, SystemClock, Unrecovered,
+    BulkReport, Clock, ManualClock, PruneFilter, PruneReport, Recovery, RunFilter, RunRecord,
+    Runtime, RuntimeConfig, RuntimeError, StartOptions, StoreUrl, StoredEvent, SystemClock,
+    Unrecovered,
 };
 pub use engine::draw::DrawingFormat;
 pub use engine::invocation::{

@@ -114,7 +114,12 @@ mod tests {
         assert!(parse_tag(&long).unwrap_err().reason.contains("256"));
         // Counted in characters, as the API's document counts them.
         assert!(parse_tag(&format!("k:{}", "é".repeat(MAX_TAG_VALUE))).is_ok());
-        assert!(parse_tag("k:a\u{85}b").unwrap_err().reason.contains("control"));
+        assert!(
+            parse_tag("k:a\u{85}b")
+                .unwrap_err()
+                .reason
+                .contains("control")
+        );
         assert_eq!(
             parse_filter("team:a,env:prod"),
             Ok(vec![

@@ -5,6 +5,7 @@
 mod agents;
 mod backend;
 mod blocks;
+mod bulk;
 mod cli;
 mod common;
 mod contract;

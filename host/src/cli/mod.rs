@@ -30,6 +30,7 @@ use crate::models::{
 use crate::run_id::check_run_id;
 use crate::store::StoreError;
 
+pub use commands::bulk::{BulkCmd, FilterArgs};
 pub use commands::cancel::CancelArgs;
 pub use commands::dev::DevCmd;
 pub use commands::graph::GraphArgs;
@@ -224,6 +225,9 @@ pub enum Cmd {
     Runs(RunsArgs),
     /// Delete ended runs older than a duration, and give their room back.
     Prune(PruneArgs),
+    /// Cancel or resume every run a filter matches.
+    #[command(subcommand)]
+    Bulk(BulkCmd),
     /// Show one run.
     Show(ShowArgs),
     /// Print a run's events, past then live, one JSON object a line.
@@ -406,6 +410,7 @@ pub async fn exec(rt: &Runtime, cmd: Cmd, out: &mut dyn Output) -> i32 {
         Cmd::Cancel(args) => commands::cancel::exec(rt, args, out).await,
         Cmd::Runs(args) => commands::runs::exec(rt, args, out).await,
         Cmd::Prune(args) => commands::prune::exec(rt, args, out).await,
+        Cmd::Bulk(cmd) => commands::bulk::exec(rt, cmd, out).await,
         Cmd::Show(args) => commands::show::exec(rt, args, out).await,
         Cmd::Watch(args) => commands::watch::exec(rt, args, out).await,
         Cmd::Validate(args) => commands::validate::exec(rt, args, out).await,

@@ -7,7 +7,8 @@
 //! commands.
 //!
 //! The [`Runtime`] is spread over files of one job each: `runtime` (the runtime, its parts and
-//! how it is opened), `starting` (new runs and re-runs), `asking` (wait, show, resume, cancel),
+//! how it is opened), `starting` (new runs and re-runs), `asking` (wait, show, resume, cancel), `bulk`
+//! (cancel and resume every run a filter matches),
 //! `watch` (a run's events, stored then live), `recovery` (runs no process drives), `prune`
 //! (deleting ended runs: retention), `load` (a
 //! run read back from the store), `live_run` (the runs with an actor here), `shared` (a store
@@ -16,6 +17,7 @@
 
 mod actor;
 mod asking;
+mod bulk;
 mod checked;
 mod clock;
 mod codec;
@@ -41,6 +43,7 @@ mod unrecoverable;
 mod watch;
 mod workflow_tools;
 
+pub use bulk::{BulkReport, RunFilter};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub(crate) use config::redacted;
 pub use config::{RuntimeConfig, StoreUrl};

@@ -1,7 +1,7 @@
 //! `weft serve`: the HTTP API and the web console, over one runtime.
 //!
 //! The routes, the error shape and the guards are described in `docs/SERVER.md`; this module
-//! wires them: `api` holds the handlers, `catalog` the workflows directory, `guard` the
+//! wires them: `api` holds the handlers, `bulk` those acting on every run a filter matches, `catalog` the workflows directory, `guard` the
 //! host, origin and token checks, `listen` the connection limits, `openapi` the OpenAPI
 //! document, `prune` the deletion of ended runs (`POST /prune`), `redact` what a run's stored workflow shows of its secrets and paths, `schemas`
 //! how that document describes the engine's types, `ui` the web console
@@ -9,6 +9,7 @@
 //! [`ServeConfig`] holds what the server allows and its limits.
 
 mod api;
+mod bulk;
 mod catalog;
 mod config;
 mod error;
@@ -84,6 +85,8 @@ pub fn router(rt: Runtime, bound: SocketAddr, config: &ServeConfig) -> std::io::
         .route("/runs/{id}/cancel", post(api::cancel))
         .route("/runs/{id}/rerun", post(api::rerun))
         .route("/prune", post(prune::prune))
+        .route("/bulk/cancel", post(bulk::cancel))
+        .route("/bulk/resume", post(bulk::resume))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::no_method)
         .with_state(app)

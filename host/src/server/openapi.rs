@@ -7,7 +7,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, RefOr};
 use utoipa::{Modify, OpenApi};
 
-use super::{api, prune};
+use super::{api, bulk, prune};
 
 /// The name of the bearer-token scheme the writes name.
 const BEARER: &str = "bearer";
@@ -17,7 +17,7 @@ const BEARER: &str = "bearer";
 #[openapi(
     info(
         title = "weft",
-        description = "Runs of weft workflows: start, list, read, follow, resume, cancel, re-run and prune them. docs/SERVER.md describes the server's guards and limits."
+        description = "Runs of weft workflows: start, list, read, follow, resume, cancel, re-run and prune them, one or many at a time. docs/SERVER.md describes the server's guards and limits."
     ),
     paths(
         api::list,
@@ -30,6 +30,8 @@ const BEARER: &str = "bearer";
         api::cancel,
         api::rerun,
         prune::prune,
+        bulk::cancel,
+        bulk::resume,
     ),
     modifiers(&BearerToken, &WhichWorkflow)
 )]

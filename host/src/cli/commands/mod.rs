@@ -6,6 +6,7 @@
 //! `record` (a run followed to its end, its record printed, its exit code) and in `service`
 //! (what the long-running commands share).
 
+pub(super) mod bulk;
 pub(super) mod cancel;
 pub(super) mod dev;
 pub(super) mod graph;
