@@ -170,7 +170,10 @@ fn post_bulk_cancel_and_resume_act_on_the_runs_named_and_the_document_describes_
     // With no member, every run: counted first.
     let (status, body) = post("/bulk/cancel", r#"{"dry_run":true}"#);
     assert_eq!(status, 200, "{body}");
-    assert_eq!(serde_json::from_str::<Value>(&body).expect("JSON")["matched"], 3);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).expect("JSON")["matched"],
+        3
+    );
     let (status, body) = post("/bulk/cancel", r#"{"tag":"team:a","dry_run":true}"#);
     assert_eq!(status, 200, "{body}");
     assert_eq!(
