@@ -320,6 +320,21 @@ fn post_prune_counts_then_deletes_and_the_document_describes_it() {
     .expect("an answer");
     assert_eq!(bad.0, 400, "{}", bad.1);
     assert!(bad.1.contains("not-prunable"), "{}", bad.1);
+    let as_array = http(addr, "POST", "/prune", r#"["0s"]"#).expect("an answer");
+    assert_eq!(as_array.0, 422, "a body is an object: {}", as_array.1);
+    let other_tag = http(
+        addr,
+        "POST",
+        "/prune",
+        r#"{"older_than":"0s","tag":"team:x"}"#,
+    )
+    .expect("an answer");
+    let other_tag: Value = serde_json::from_str(&other_tag.1).expect("JSON");
+    assert_eq!(
+        other_tag["deleted"],
+        json!(0),
+        "no run carries the tag: {other_tag}"
+    );
     let unreadable = http(addr, "POST", "/prune", r#"{"older_than":"soon"}"#).expect("an answer");
     assert_eq!(unreadable.0, 400, "{}", unreadable.1);
     let done = http(addr, "POST", "/prune", r#"{"older_than":"0s"}"#).expect("an answer");

@@ -43,6 +43,9 @@ pub struct PruneFilter {
     pub status: Option<RunStatus>,
     /// Only runs of this top-level workflow id.
     pub workflow: Option<String>,
+    /// Only runs carrying every one of these tags.
+    #[serde(default)]
+    pub tags: Vec<(String, String)>,
     /// Count what would be deleted, and delete nothing.
     pub dry_run: bool,
 }
@@ -65,6 +68,12 @@ impl PruneFilter {
     /// Only runs of workflow `workflow`.
     pub fn with_workflow(mut self, workflow: impl Into<String>) -> Self {
         self.workflow = Some(workflow.into());
+        self
+    }
+
+    /// Only runs carrying tag `key: value` (and the others given).
+    pub fn with_tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.push((key.into(), value.into()));
         self
     }
 
@@ -103,6 +112,9 @@ impl Runtime {
         {
             return Err(RuntimeError::NotPrunable(status));
         }
+        for (k, v) in &filter.tags {
+            crate::tags::check_tag(k, v)?;
+        }
         let cutoff = self
             .now()
             .saturating_sub(i64::try_from(filter.older_than.as_millis()).unwrap_or(i64::MAX));
@@ -116,6 +128,7 @@ impl Runtime {
                         .workflow
                         .as_deref()
                         .is_none_or(|w| w == run.workflow_id)
+                    && filter.tags.iter().all(|(k, v)| run.tags.get(k) == Some(v))
             },
             dry_run,
         )

@@ -124,7 +124,7 @@ impl From<BulkReport> for BulkAnswer {
 
 /// The body `json` as `T`: a JSON object only (serde would read a struct from an array too),
 /// refused as axum refuses a body of the wrong shape (422).
-fn object<T: serde::de::DeserializeOwned>(Json(json): Json<Value>) -> Result<T, ApiError> {
+pub(super) fn object<T: serde::de::DeserializeOwned>(Json(json): Json<Value>) -> Result<T, ApiError> {
     let refuse =
         |message: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad-request", message);
     if !json.is_object() {

@@ -26,6 +26,12 @@ pub(crate) struct PruneBody {
     /// Only runs of this workflow id.
     #[serde(default)]
     workflow: Option<String>,
+    /// Only runs carrying these tags: `key:value`, several separated by `,`.
+    #[serde(default)]
+    #[schema(
+        pattern = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256})*$"
+    )]
+    tag: Option<String>,
     /// Count what would be deleted, and delete nothing.
     #[serde(default)]
     dry_run: bool,
@@ -86,9 +92,9 @@ impl From<PruneReport> for PruneAnswer {
 ), security((), ("bearer" = [])))]
 pub(crate) async fn prune(
     State(app): State<App>,
-    body: Result<Json<PruneBody>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<PruneAnswer>, ApiError> {
-    let Json(body) = body?;
+    let body: PruneBody = super::bulk::object(body?)?;
     let older_than = crate::age::parse_age(&body.older_than).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -108,6 +114,11 @@ pub(crate) async fn prune(
         })?),
     };
     filter.workflow = body.workflow;
+    filter.tags = match body.tag.as_deref() {
+        Some(t) => crate::tags::parse_filter(t)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-tag", e.to_string()))?,
+        None => Vec::new(),
+    };
     filter.dry_run = body.dry_run;
     Ok(Json(app.rt.prune(&filter).await?.into()))
 }

@@ -26,6 +26,10 @@ pub struct PruneArgs {
     /// Only runs of this workflow.
     #[arg(long)]
     pub workflow: Option<String>,
+    /// Only runs carrying this tag, `key:value` (repeat: runs carrying every one).
+    #[arg(long = "tag", value_name = "KEY:VALUE", value_parser = crate::tags::parse_tag)]
+    #[serde(default)]
+    pub tags: Vec<(String, String)>,
     /// Count the runs that would be deleted; delete nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -58,6 +62,7 @@ pub(crate) async fn exec(rt: &Runtime, args: PruneArgs, out: &mut dyn Output) ->
     let mut filter = PruneFilter::older_than(args.older_than);
     filter.status = args.status;
     filter.workflow = args.workflow;
+    filter.tags = args.tags;
     filter.dry_run = args.dry_run;
     match rt.prune(&filter).await {
         Ok(report) if args.json => match serde_json::to_string(&report) {
