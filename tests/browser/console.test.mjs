@@ -494,6 +494,100 @@ async function main() {
     await page.waitForSelector('#run-status[data-status="unknown"]');
   });
 
+  await step('"Cancel all", "Resume all" and "Delete old runs" act on the runs a filter shows, after a dry run', async () => {
+    // A server of its own, so the counts are exactly the runs started here.
+    const bulk = await serve();
+    extraOrigins.push(bulk);
+    const start = async (tags) => {
+      const res = await fetch(`${bulk}/runs`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ workflow: 'approval', input: { amount: 1500 }, tags }),
+      });
+      const text = await res.text();
+      check(res.status === 201, `POST /runs answered ${res.status}: ${text}`);
+      return JSON.parse(text).run_id;
+    };
+    const a = [await start({ batch: 'a' }), await start({ batch: 'a' })];
+    const b = [await start({ batch: 'b' }), await start({ batch: 'b' })];
+    const kept = await start({ batch: 'c' });
+    const row = (id, status) => page.locator(`section.runs tr[data-run="${id}"][data-status="${status}"]`);
+    await page.goto(`${bulk}/#/runs`);
+    for (const id of [...a, ...b, kept]) await row(id, 'suspended').waitFor();
+    // With no filter, one click would act on every run: the buttons are off, and say why.
+    check(await page.locator('#bulk-cancel').isDisabled() && await page.locator('#bulk-resume').isDisabled(),
+      'the bulk buttons are enabled with no filter');
+    check((await page.textContent('#bulk-why')).includes('Set a status, workflow or tag filter first'), 'the disabled buttons give no reason');
+    check(await page.getAttribute('#bulk-cancel', 'aria-describedby') === 'bulk-why', 'the reason is not tied to the button');
+
+    // Cancel all: a dry run's count, Back changes nothing, Confirm cancels.
+    await page.fill('#filter-tag', 'batch:a');
+    await page.press('#filter-tag', 'Enter');
+    await page.waitForSelector('section.runs h2:text("tagged batch:a")');
+    check(!(await page.locator('#bulk-cancel').isDisabled()), 'Cancel all is disabled with a tag filter');
+    check((await page.textContent('#bulk-why')).includes('tagged batch:a'), 'the panel does not say which runs it acts on');
+    await page.click('#bulk-cancel');
+    await page.waitForSelector('#bulk-question:text-is("2 runs would be cancelled.")');
+    await page.click('#bulk-back');
+    await page.locator('#bulk-cancel').waitFor();
+    for (const id of a) check(await row(id, 'suspended').count() === 1, 'Back cancelled a run');
+    await page.click('#bulk-cancel');
+    await page.waitForSelector('#bulk-question:text-is("2 runs would be cancelled.")');
+    await shot(page, 'bulk-confirm-desktop');
+    await page.click('#bulk-yes');
+    await page.waitForSelector('#bulk-done[data-done="2"]:text("Cancelled 2 of 2 runs.")');
+    for (const id of a) await row(id, 'cancelled').waitFor();
+    // Once they are cancelled, there is nothing left to cancel.
+    await page.click('#bulk-cancel');
+    await page.waitForSelector('#bulk-question:text("No run tagged batch:a can be cancelled")');
+    check(!(await page.locator('#bulk-yes').isVisible()), 'Confirm is offered with nothing to cancel');
+    await page.click('#bulk-back');
+
+    // Resume all, with a label and data; bad JSON is refused on its field first.
+    await page.fill('#filter-tag', 'batch:b');
+    await page.press('#filter-tag', 'Enter');
+    await page.waitForSelector('section.runs h2:text("tagged batch:b")');
+    await page.click('#bulk-resume');
+    await page.fill('#bulk-label', 'manager');
+    await page.fill('#bulk-data', '{"approved": true,');
+    await page.click('#bulk-resume-count');
+    await page.waitForSelector('section.bulk .error:text("The resume data is not valid JSON")');
+    check(await page.getAttribute('#bulk-data', 'aria-invalid') === 'true', 'the bad data field is not marked');
+    await page.fill('#bulk-data', '{"approved": true, "by": "bulk"}');
+    await page.click('#bulk-resume-count');
+    await page.waitForSelector('#bulk-question:text-is("2 runs would be resumed.")');
+    await page.click('#bulk-yes');
+    await page.waitForSelector('#bulk-done[data-done="2"]:text("Resumed 2 of 2 runs.")');
+    for (const id of b) await row(id, 'success').waitFor();
+    const result = await (await fetch(`${bulk}/runs/${b[0]}`)).json();
+    check(JSON.stringify(result).includes('Order approved by bulk.'), `the resumed run is ${JSON.stringify(result)}`);
+    await shot(page, 'bulk-done-desktop');
+
+    // Delete old runs: an age that does not read is refused with the server's words; 0s counts
+    // every ended run, and once confirmed they are gone from the list, the suspended one kept.
+    await page.goto(`${bulk}/#/runs`);
+    await row(kept, 'suspended').waitFor();
+    await page.click('#prune-tools > summary');
+    check(await page.inputValue('#prune-age') === '30d', 'the age is not 30d to begin with');
+    await page.fill('#prune-age', 'soon');
+    await page.click('#prune-count');
+    await page.waitForSelector('#prune-tools .error[role="alert"]:text("older_than")');
+    check(await page.getAttribute('#prune-age', 'aria-invalid') === 'true', 'the refused age is not marked');
+    await page.fill('#prune-age', '0s');
+    await page.click('#prune-count');
+    await page.waitForSelector('#prune-question:text-is("4 runs would be deleted.")');
+    for (const id of [...a, ...b]) check(await page.locator(`section.runs tr[data-run="${id}"]`).count() === 1, 'the dry run deleted a run');
+    await page.click('#prune-yes');
+    await page.waitForSelector('#prune-result[data-deleted="4"]:text("Deleted 4 runs")');
+    for (const id of [...a, ...b]) await page.locator(`section.runs tr[data-run="${id}"]`).waitFor({ state: 'detached' });
+    check(await page.locator('section.runs tbody tr').count() === 1 && await row(kept, 'suspended').count() === 1,
+      'the suspended run was not the one kept');
+    await page.setViewportSize({ width: 390, height: 844 });
+    await fits(page, 'runs list with its tools');
+    await shot(page, 'runs-tools-phone');
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
   await step('the keyboard reaches the controls, and focus is visible', async () => {
     await page.goto(`${origin}/#/runs`);
     await page.waitForSelector('main h1:text("Runs")');

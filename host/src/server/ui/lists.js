@@ -121,8 +121,189 @@
     });
     return {
       el,
+      refresh: () => poll.now(),
       dispose: () => poll.stop(),
     };
+  }
+
+  // ---- acting on every run a filter shows ---------------------------------------------------
+
+  const ENDED = ['success', 'failed', 'cancelled', 'tripwire'];
+  const runs = (n) => `${n} ${n === 1 ? 'run' : 'runs'}`;
+
+  /** The runs a filter ({status, workflow, tag}) shows, in words: "with status suspended, of
+   *  workflow approval, tagged team:ops". */
+  function filterWords(f) {
+    return [f.status ? `with status ${f.status}` : '', f.workflow ? `of workflow ${f.workflow}` : '',
+      f.tag ? `tagged ${f.tag.split(',').join(' and ')}` : ''].filter(Boolean).join(', ');
+  }
+
+  /** The runs a bulk answer refused, each linked, with the server's reason; `null` if none. */
+  function refusedList(answer) {
+    const refused = Array.isArray(answer.refused) ? answer.refused : [];
+    if (!refused.length) return null;
+    return [h('p', null, `Refused for ${runs(refused.length)}:`),
+      h('ul', { class: 'refused', 'aria-label': 'Refused runs' }, refused.map((r) => h('li', { 'data-run': r.run_id },
+        h('a', { href: runHref(r.run_id), class: 'id' }, r.run_id), `: ${r.message}`)))];
+  }
+
+  /** A question asked after a dry run: `ask(text)` shows it with Confirm (unless `canDo` is
+   *  false) and Back; Confirm calls `onYes`, Back `onBack`. */
+  function confirmBox(idBase, onYes, onBack) {
+    const question = h('p', { id: `${idBase}-question`, 'aria-live': 'polite' });
+    const extra = h('div');
+    const yes = h('button', { type: 'button', class: 'bad', id: `${idBase}-yes` }, 'Confirm');
+    const back = h('button', { type: 'button', class: 'secondary', id: `${idBase}-back` }, 'Back');
+    const el = h('div', { class: 'confirm', role: 'group', 'aria-labelledby': `${idBase}-question`, hidden: true },
+      question, extra, yes, back);
+    yes.addEventListener('click', () => onYes(yes));
+    back.addEventListener('click', onBack);
+    return {
+      el,
+      ask(text, canDo, more, yesLabel) {
+        question.textContent = text;
+        fill(extra, more);
+        extra.hidden = !more;
+        yes.hidden = !canDo;
+        yes.textContent = yesLabel || 'Confirm';
+        el.hidden = false;
+        (canDo ? yes : back).focus();
+      },
+      close() { el.hidden = true; },
+    };
+  }
+
+  /** "Cancel all…" and "Resume all…" of every run `filter` shows (all its pages): each counts
+   *  first (a dry run) and acts only once confirmed. Disabled with no filter, which would be
+   *  every run of the server. */
+  function bulkPanel(filter, refresh) {
+    const base = {};
+    for (const k of ['status', 'workflow', 'tag']) if (filter[k]) base[k] = filter[k];
+    const none = !Object.keys(base).length;
+    const why = h('p', { class: none ? 'hint reason' : 'hint', id: 'bulk-why' }, none
+      ? 'Set a status, workflow or tag filter first: with none, these would act on every run of the server.'
+      : `They act on every run ${filterWords(filter)}: all its pages, not only the one shown.`);
+    const cancelAll = h('button', { type: 'button', class: 'bad', id: 'bulk-cancel', disabled: none, 'aria-describedby': 'bulk-why' }, 'Cancel all…');
+    const resumeAll = h('button', { type: 'button', id: 'bulk-resume', disabled: none, 'aria-describedby': 'bulk-why' }, 'Resume all…');
+    const start = h('div', { class: 'buttons' }, cancelAll, resumeAll);
+    const label = h('input', { id: 'bulk-label', name: 'label', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'bulk-label-hint' });
+    const data = h('textarea', { id: 'bulk-data', name: 'data', rows: '3', class: 'mono', spellcheck: 'false', placeholder: '{}', 'aria-describedby': 'bulk-data-hint' });
+    const count = h('button', { type: 'submit', id: 'bulk-resume-count' }, 'Count the runs to resume');
+    const optionsBack = h('button', { type: 'button', class: 'secondary' }, 'Back');
+    const options = h('form', { class: 'bulk-options', novalidate: true, hidden: true, 'aria-label': 'Resume every suspended run' },
+      h('div', { class: 'field' }, h('label', { for: 'bulk-label' }, 'Label (optional)'), label,
+        h('span', { class: 'hint', id: 'bulk-label-hint' }, 'Resume only the suspensions waiting for this label.')),
+      h('div', { class: 'field' }, h('label', { for: 'bulk-data' }, 'Resume data as JSON (optional)'), data,
+        h('span', { class: 'hint', id: 'bulk-data-hint' }, 'Left empty, each run is resumed with {}.')),
+      h('div', { class: 'buttons' }, count, optionsBack));
+    const result = h('div', { class: 'bulk-result', id: 'bulk-result', hidden: true });
+    const problem = errorBox();
+    let pending = null;
+    const stage = (name) => {
+      start.hidden = name !== 'start';
+      options.hidden = name !== 'options';
+      if (name !== 'confirm') confirm.close();
+    };
+    const confirm = confirmBox('bulk', (yes) => busy(yes, problem, part, async () => {
+      const { op, body } = pending;
+      const answer = await write('POST', `/bulk/${op}`, body);
+      const did = op === 'cancel' ? 'Cancelled' : 'Resumed';
+      stage('start');
+      fill(result, h('p', { id: 'bulk-done', 'data-done': String(answer.done) }, `${did} ${answer.done} of ${runs(answer.matched)}.`),
+        refusedList(answer));
+      result.hidden = false;
+      notify(`${did} ${runs(answer.done)}.`);
+      refresh();
+      (op === 'cancel' ? cancelAll : resumeAll).focus();
+    }), () => {
+      stage(pending && pending.op === 'resume' ? 'options' : 'start');
+      (pending && pending.op === 'resume' ? count : cancelAll).focus();
+    });
+    const dry = async (op, body) => {
+      result.hidden = true;
+      const answer = await write('POST', `/bulk/${op}`, { ...body, dry_run: true });
+      pending = { op, body };
+      stage('confirm');
+      const n = answer.matched - (answer.refused || []).length;
+      const verb = op === 'cancel' ? 'cancelled' : 'resumed';
+      confirm.ask(answer.matched
+        ? `${runs(n)} would be ${verb}.`
+        : `No run ${filterWords(filter)} can be ${verb}: ${op === 'cancel' ? 'only pending, running and suspended runs can' : 'only suspended runs can'}.`,
+      n > 0, refusedList(answer), `Yes, ${op} ${runs(n)}`);
+    };
+    cancelAll.addEventListener('click', () => busy(cancelAll, problem, part, () => dry('cancel', base)));
+    resumeAll.addEventListener('click', () => { result.hidden = true; stage('options'); label.focus(); });
+    optionsBack.addEventListener('click', () => { stage('start'); resumeAll.focus(); });
+    options.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      busy(count, problem, part, async () => {
+        const body = { ...base };
+        if (label.value.trim()) body.label = label.value.trim();
+        if (data.value.trim()) {
+          try { body.data = JSON.parse(data.value); } catch (e) { throw new FieldError(`The resume data is not valid JSON: ${e.message}`, data); }
+        }
+        await dry('resume', body);
+      });
+    });
+    const part = h('section', { class: 'panel tools-part bulk', 'aria-labelledby': 'bulk-h' },
+      h('h2', { id: 'bulk-h' }, 'Every run this filter shows'), why, start, options, confirm.el, result, problem);
+    return part;
+  }
+
+  /** "Delete old runs…": ended runs older than an age (of a status, of a workflow), counted
+   *  first, deleted once confirmed. */
+  function prunePanel(filter, refresh) {
+    const age = h('input', { id: 'prune-age', name: 'older_than', value: '30d', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'prune-age-hint' });
+    const status = h('select', { id: 'prune-status', name: 'status' },
+      h('option', { value: '' }, 'Any ended status'), ENDED.map((s) => h('option', { value: s }, s)));
+    status.value = ENDED.includes(filter.status) ? filter.status : '';
+    const workflow = h('input', { id: 'prune-workflow', name: 'workflow', value: filter.workflow || '', autocomplete: 'off', spellcheck: 'false', placeholder: 'any workflow' });
+    const count = h('button', { type: 'submit', id: 'prune-count' }, 'Count the runs to delete');
+    const result = h('p', { id: 'prune-result', hidden: true });
+    const problem = errorBox();
+    const form = h('form', { class: 'prune-form', novalidate: true, 'aria-label': 'Delete old runs' },
+      h('div', { class: 'fields' },
+        h('div', { class: 'field' }, h('label', { for: 'prune-age' }, 'Ended at least this long ago'), age,
+          h('span', { class: 'hint', id: 'prune-age-hint' }, 'Numbers with units, separated by one space: 30d, 12h, 1h 30m, 0s.')),
+        h('div', { class: 'field' }, h('label', { for: 'prune-status' }, 'Status'), status),
+        h('div', { class: 'field' }, h('label', { for: 'prune-workflow' }, 'Workflow'), workflow)),
+      h('div', { class: 'buttons' }, count));
+    let pending = null;
+    const confirm = confirmBox('prune', (yes) => busy(yes, problem, part, async () => {
+      const answer = await write('POST', '/prune', pending);
+      confirm.close();
+      form.hidden = false;
+      result.textContent = `Deleted ${runs(answer.deleted)}${answer.kept ? `; kept ${runs(answer.kept)} still in use` : ''}; `
+        + `${answer.blobs} unused ${answer.blobs === 1 ? 'blob' : 'blobs'} removed, ${answer.bytes} bytes given back.`;
+      result.dataset.deleted = String(answer.deleted);
+      result.hidden = false;
+      notify(`Deleted ${runs(answer.deleted)}.`);
+      refresh();
+      count.focus();
+    }), () => { confirm.close(); form.hidden = false; count.focus(); });
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      busy(count, problem, part, async () => {
+        result.hidden = true;
+        const body = { older_than: age.value.trim() };
+        if (status.value) body.status = status.value;
+        if (workflow.value.trim()) body.workflow = workflow.value.trim();
+        const answer = await write('POST', '/prune', { ...body, dry_run: true }).catch((e) => {
+          if (/older_than/.test(e.message)) e.field = age;
+          throw e;
+        });
+        pending = body;
+        form.hidden = true;
+        confirm.ask(answer.deleted
+          ? `${runs(answer.deleted)} would be deleted${answer.kept ? ` (${runs(answer.kept)} more matched, kept as still in use)` : ''}.`
+          : 'No ended run matches: nothing would be deleted.', answer.deleted > 0, null, `Yes, delete ${runs(answer.deleted)}`);
+      });
+    });
+    const part = h('details', { class: 'panel tools-part prune', id: 'prune-tools' },
+      h('summary', null, 'Delete old runs…'),
+      h('p', { class: 'hint' }, 'Deletes ended runs (success, failed, cancelled, tripwire) with their events, for good; pending, running and suspended runs are never deleted.'),
+      form, confirm.el, result, problem);
+    return part;
   }
 
   /** `#/runs?status=&workflow=&tag=&limit=`: filters and one live table (two for "needs
@@ -170,10 +351,15 @@
       ? [runTable(`Suspended: waiting for a resume${tagged}`, { ...filter, status: 'suspended' }, limit, tagHref),
         runTable(`Failed${tagged}`, { ...filter, status: 'failed' }, limit, tagHref)]
       : [runTable(`${status ? `Runs with status ${status}` : 'All runs, newest first'}${tagged}`, { ...filter, status }, limit, tagHref)];
+    // "Needs attention" acts on its suspended runs: failed ones can be neither cancelled nor resumed.
+    const refresh = () => tables.forEach((t) => t.refresh());
+    const tools = h('div', { class: 'tools' },
+      bulkPanel({ ...filter, status: attention ? 'suspended' : status }, refresh),
+      prunePanel({ ...filter, status }, refresh));
     fill(main(), h('div', { class: 'view-head' }, heading,
       h('a', { href: '#/start', class: 'button' }, 'Start a run')),
     attention ? h('p', { class: 'hint' }, 'Suspended runs wait for someone to resume them; failed runs may want a re-run from a step.') : null,
-    form, tables.map((t) => t.el));
+    form, tools, tables.map((t) => t.el));
     api('GET', '/workflows').then((list) => {
       fill(ids, (list || []).map((w) => h('option', { value: w.id })));
     }).catch(() => { /* no workflows directory: free text only */ });
