@@ -9,7 +9,9 @@
 // workflows page, the live step output, the tags of runs (chips in the list and on the run
 // page, the tag filter, a chip that filters, the start form's tags and a refused tag), the token
 // prompt, that the page asks nothing of any other origin, that an unknown run's page says so,
-// and that it fits a 390 px wide phone. A
+// and that it fits a 390 px wide phone. A third server checks the runs list's tools: "Cancel
+// all" and "Resume all" of the runs a tag filter shows (off with no filter), and "Delete old
+// runs", each a dry run's count first, then the confirmed action and its result. A
 // second server, over a workflow the test writes (a foreach whose items are retried, a loop, a
 // sleep, a retried step, a suspension), checks the timeline, its items and iterations, and the
 // event filter. Screenshots go to target/browser-artifacts/. It waits on page state only, never
@@ -770,6 +772,17 @@ steps:
     await page.fill('#token-input', 's3cret-token');
     await page.click('#token-form button[type="submit"]');
     await page.waitForSelector('#run-status[data-status="success"]');
+    // A bulk action's dry run is a write too: without the token it asks for it, then counts.
+    await page.goto(`${guarded}/#/runs?status=suspended`);
+    await page.waitForSelector('section.runs h2:text("Runs with status suspended")');
+    await page.click('#token-toggle');
+    await page.click('#token-forget');
+    await page.click('#token-toggle');
+    await page.click('#bulk-cancel');
+    await page.locator('#token-panel:not([hidden])').waitFor();
+    await page.fill('#token-input', 's3cret-token');
+    await page.click('#token-form button[type="submit"]');
+    await page.waitForSelector('#bulk-question:text("No run with status suspended can be cancelled")');
   });
 
   await step('nothing was asked of any other origin, and no script error happened', async () => {
