@@ -17,6 +17,15 @@ pub(crate) const MAX_TAG_KEY: usize = 64;
 /// The longest tag value, in characters.
 pub(crate) const MAX_TAG_VALUE: usize = 256;
 
+/// A key, as a regular expression (the API's document states it).
+pub(crate) const KEY_PATTERN: &str = r"^[A-Za-z0-9._-]{1,64}$";
+
+/// A value, as a regular expression (its length, 256 characters, stated apart).
+pub(crate) const VALUE_PATTERN: &str = r"^[^,\x00-\x1f\x7f-\x9f]*$";
+
+/// A filter of tags, [`parse_filter`]'s form, as a regular expression.
+pub(crate) const FILTER_PATTERN: &str = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256})*$";
+
 /// A tag or a set of tags that breaks the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid tag {shown}: {reason}")]

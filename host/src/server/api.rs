@@ -88,9 +88,7 @@ pub(crate) struct ListQuery {
     #[param(pattern = r"^-?[0-9]+\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
     cursor: Option<String>,
     /// Only runs carrying these tags: `key:value`, several separated by `,` (each must match).
-    #[param(
-        pattern = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256})*$"
-    )]
+    #[param(schema_with = tag_filter_schema)]
     tag: Option<String>,
 }
 
@@ -250,16 +248,36 @@ pub(crate) struct StartBody {
     tags: Option<BTreeMap<String, String>>,
 }
 
+/// The schema of a filter of tags (`key:value,...`), exactly what `tags::parse_filter` takes.
+fn tag_filter_schema() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .pattern(Some(crate::tags::FILTER_PATTERN))
+        .build()
+}
+
+/// [`tag_filter_schema`] of a body member, which may be `null` (no filter).
+pub(super) fn body_tag_filter_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .pattern(Some(crate::tags::FILTER_PATTERN))
+        .description(Some(
+            "Only runs carrying these tags: `key:value`, several separated by `,`",
+        ))
+        .build()
+}
+
 /// The schema of a start body's `tags`, as strict as `tags::check_tags`.
 fn tags_schema() -> utoipa::openapi::schema::Object {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
     let value = ObjectBuilder::new()
         .schema_type(Type::String)
         .max_length(Some(crate::tags::MAX_TAG_VALUE))
-        .pattern(Some(r"^[^,\x00-\x1f\x7f-\x9f]*$"));
+        .pattern(Some(crate::tags::VALUE_PATTERN));
     let key = ObjectBuilder::new()
         .schema_type(Type::String)
-        .pattern(Some(r"^[A-Za-z0-9._-]{1,64}$"));
+        .pattern(Some(crate::tags::KEY_PATTERN));
     ObjectBuilder::new()
         .schema_type(Type::Object)
         .additional_properties(Some(value))

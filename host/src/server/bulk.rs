@@ -28,9 +28,7 @@ pub(crate) struct BulkFilter {
     status: Option<String>,
     /// Only runs carrying these tags: `key:value`, several separated by `,`.
     #[serde(default)]
-    #[schema(
-        pattern = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256})*$"
-    )]
+    #[schema(schema_with = super::api::body_tag_filter_schema)]
     tag: Option<String>,
     /// Only runs created at or after this instant (RFC 3339).
     #[serde(default)]
@@ -59,9 +57,7 @@ pub(crate) struct BulkResumeBody {
     status: Option<String>,
     /// Only runs carrying these tags: `key:value`, several separated by `,`.
     #[serde(default)]
-    #[schema(
-        pattern = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256})*$"
-    )]
+    #[schema(schema_with = super::api::body_tag_filter_schema)]
     tag: Option<String>,
     /// Only runs created at or after this instant (RFC 3339).
     #[serde(default)]
@@ -124,7 +120,9 @@ impl From<BulkReport> for BulkAnswer {
 
 /// The body `json` as `T`: a JSON object only (serde would read a struct from an array too),
 /// refused as axum refuses a body of the wrong shape (422).
-pub(super) fn object<T: serde::de::DeserializeOwned>(Json(json): Json<Value>) -> Result<T, ApiError> {
+pub(super) fn object<T: serde::de::DeserializeOwned>(
+    Json(json): Json<Value>,
+) -> Result<T, ApiError> {
     let refuse =
         |message: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad-request", message);
     if !json.is_object() {

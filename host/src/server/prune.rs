@@ -28,9 +28,7 @@ pub(crate) struct PruneBody {
     workflow: Option<String>,
     /// Only runs carrying these tags: `key:value`, several separated by `,`.
     #[serde(default)]
-    #[schema(
-        pattern = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256})*$"
-    )]
+    #[schema(schema_with = super::api::body_tag_filter_schema)]
     tag: Option<String>,
     /// Count what would be deleted, and delete nothing.
     #[serde(default)]
