@@ -253,9 +253,9 @@ pub trait Store: Send + Sync + 'static {
     /// One page of the listing ([`RunsPage`]): it costs in proportion to the page, not to the
     /// runs stored (an index in creation order, read from the cursor on).
     fn runs_page(&self, page: &RunsPage<'_>) -> Result<Vec<RunSummary>, StoreError>;
-    /// Deletes each run of `run_ids` whose stored status is ended ([`ENDED`]), all of it at
-    /// once (its summary, listing entry, first state, snapshot and records: a crash leaves a
-    /// run whole or gone, never half); returns the ids it deleted. A run that is not stored,
+    /// Deletes each run of `run_ids` whose stored status is ended (success, failed, cancelled,
+    /// tripwire), all of it at once (its summary, listing entries, first state, snapshot and
+    /// records: a crash leaves a run whole or gone, never half); returns the ids it deleted. A run that is not stored,
     /// not ended, or (on a shared store) still held by a live process is left as it is.
     fn delete_ended(&self, run_ids: &[&str]) -> Result<Vec<String>, StoreError>;
     /// Removes the blobs that no stored run names (each run's definition, and the components
