@@ -20,6 +20,7 @@ const UNITS: [&str; 30] = [
 const MAX_PARTS: usize = 8;
 
 /// [`parse_age`]'s form as a regular expression (ECMA 262, as OpenAPI documents take it).
+#[cfg(any(feature = "server", test))]
 pub(crate) const AGE_PATTERN: &str = "^[0-9]{1,9}(nsec|ns|usec|us|msec|ms|seconds|second|sec|s|minutes|minute|min|m|hours|hour|hr|h|days|day|d|weeks|week|w|months|month|M|years|year|y)( [0-9]{1,9}(nsec|ns|usec|us|msec|ms|seconds|second|sec|s|minutes|minute|min|m|hours|hour|hr|h|days|day|d|weeks|week|w|months|month|M|years|year|y)){0,7}$";
 
 /// Whether `part` is 1 to 9 digits and a unit.

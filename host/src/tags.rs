@@ -18,12 +18,15 @@ pub(crate) const MAX_TAG_KEY: usize = 64;
 pub(crate) const MAX_TAG_VALUE: usize = 256;
 
 /// A key, as a regular expression (the API's document states it).
+#[cfg(feature = "server")]
 pub(crate) const KEY_PATTERN: &str = r"^[A-Za-z0-9._-]{1,64}$";
 
 /// A value, as a regular expression (its length, 256 characters, stated apart).
+#[cfg(feature = "server")]
 pub(crate) const VALUE_PATTERN: &str = r"^[^,\x00-\x1f\x7f-\x9f]*$";
 
 /// A filter of tags, [`parse_filter`]'s form, as a regular expression.
+#[cfg(feature = "server")]
 pub(crate) const FILTER_PATTERN: &str = r"^[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256}(,[A-Za-z0-9._-]{1,64}:[^,\x00-\x1f\x7f-\x9f]{0,256})*$";
 
 /// A tag or a set of tags that breaks the rule.
@@ -83,6 +86,7 @@ pub(crate) fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), InvalidT
 }
 
 /// One tag written `key:value`, checked.
+#[cfg(any(feature = "cli", feature = "server"))]
 pub(crate) fn parse_tag(text: &str) -> Result<(String, String), InvalidTag> {
     let Some((key, value)) = text.split_once(':') else {
         return Err(InvalidTag {
@@ -95,6 +99,7 @@ pub(crate) fn parse_tag(text: &str) -> Result<(String, String), InvalidTag> {
 }
 
 /// A filter of tags written `key:value,key:value` (every one must match), checked.
+#[cfg(feature = "server")]
 pub(crate) fn parse_filter(text: &str) -> Result<Vec<(String, String)>, InvalidTag> {
     text.split(',').map(parse_tag).collect()
 }
