@@ -1,6 +1,6 @@
 //! Starting a throwaway PostgreSQL cluster: shared by the tests' harness
-//! (`tests/integration/backend.rs`) and the workers bench (`benches/workers.rs`), which include
-//! this file with `#[path]`.
+//! (`tests/integration/backend.rs`) and the PostgreSQL benches (`benches/support/pg_bench.rs`,
+//! for `benches/workers.rs` and `benches/retention.rs`), which include this file with `#[path]`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
