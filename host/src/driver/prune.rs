@@ -210,6 +210,7 @@ impl Runtime {
         matches: impl Fn(&RunSummary) -> bool + Send + 'static,
         dry_run: bool,
     ) -> Result<PruneReport, RuntimeError> {
+        let _one_at_a_time = self.inner.prune_lock.lock().await;
         let store = self.inner.store.clone();
         let runs = blocking(move || store.runs()).await?;
         let status: HashMap<&str, RunStatus> =

@@ -75,6 +75,9 @@ pub(super) struct Inner {
     pub(super) retention: Mutex<HashMap<String, std::time::Duration>>,
     /// Whether the background prune is started (once a retention applies).
     pub(super) pruning: std::sync::atomic::AtomicBool,
+    /// Held by a prune throughout: one at a time, so none counts another's deletions as
+    /// runs it kept.
+    pub(super) prune_lock: tokio::sync::Mutex<()>,
 }
 
 /// Locks `m`, ignoring poisoning (what it guards stays consistent).
@@ -138,6 +141,7 @@ impl Runtime {
                 default_retention: Mutex::new(retention),
                 retention: Mutex::new(HashMap::new()),
                 pruning: std::sync::atomic::AtomicBool::new(false),
+                prune_lock: tokio::sync::Mutex::new(()),
             }),
         };
         if retention.is_some() {
