@@ -50,7 +50,7 @@ impl RunFilter {
             .as_deref()
             .is_none_or(|w| w == run.workflow_id)
             && self.status.is_none_or(|s| s == run.status)
-            && self.tags.iter().all(|(k, v)| run.tags.get(k) == Some(v))
+            && run.has_tags(&self.tags)
             && self.created_after.is_none_or(|t| run.created_at >= t)
             && self.created_before.is_none_or(|t| run.created_at < t)
     }
@@ -96,27 +96,9 @@ impl Runtime {
         filter: &RunFilter,
         dry_run: bool,
     ) -> Result<BulkReport, RuntimeError> {
-        let runs: Vec<String> = self
-            .select(filter)?
-            .into_iter()
-            .filter(|r| !r.status.is_ended())
-            .map(|r| r.run_id)
-            .collect();
-        let mut report = BulkReport {
-            matched: runs.len() as u64,
-            dry_run,
-            ..BulkReport::default()
-        };
-        if dry_run {
-            return Ok(report);
-        }
-        for id in runs {
-            match self.cancel(&id).await {
-                Ok(()) => report.done += 1,
-                Err(e) => report.refused.push((id, e.to_string())),
-            }
-        }
-        Ok(report)
+        let runs = self.select_where(filter, |s| !s.is_ended())?;
+        self.each(runs, dry_run, |id| async move { self.cancel(&id).await })
+            .await
     }
 
     /// Resumes every suspended run `filter` matches with `request`; in a dry run, counts them.
@@ -126,12 +108,35 @@ impl Runtime {
         request: &ResumeRequest,
         dry_run: bool,
     ) -> Result<BulkReport, RuntimeError> {
-        let runs: Vec<String> = self
+        let runs = self.select_where(filter, |s| s == RunStatus::Suspended)?;
+        self.each(runs, dry_run, |id| async move {
+            self.resume(&id, request.clone()).await
+        })
+        .await
+    }
+
+    /// The ids of the runs `filter` matches whose status `applies` takes.
+    fn select_where(
+        &self,
+        filter: &RunFilter,
+        applies: impl Fn(RunStatus) -> bool,
+    ) -> Result<Vec<String>, RuntimeError> {
+        Ok(self
             .select(filter)?
             .into_iter()
-            .filter(|r| r.status == RunStatus::Suspended)
+            .filter(|r| applies(r.status))
             .map(|r| r.run_id)
-            .collect();
+            .collect())
+    }
+
+    /// Carries out `act` on each of `runs` in turn (none in a dry run), counting what it did
+    /// and what was refused.
+    async fn each<F: Future<Output = Result<(), RuntimeError>>>(
+        &self,
+        runs: Vec<String>,
+        dry_run: bool,
+        act: impl Fn(String) -> F,
+    ) -> Result<BulkReport, RuntimeError> {
         let mut report = BulkReport {
             matched: runs.len() as u64,
             dry_run,
@@ -141,7 +146,7 @@ impl Runtime {
             return Ok(report);
         }
         for id in runs {
-            match self.resume(&id, request.clone()).await {
+            match act(id.clone()).await {
                 Ok(()) => report.done += 1,
                 Err(e) => report.refused.push((id, e.to_string())),
             }

@@ -128,7 +128,7 @@ impl Runtime {
                         .workflow
                         .as_deref()
                         .is_none_or(|w| w == run.workflow_id)
-                    && filter.tags.iter().all(|(k, v)| run.tags.get(k) == Some(v))
+                    && run.has_tags(&filter.tags)
             },
             dry_run,
         )

@@ -186,11 +186,7 @@ pub(crate) async fn list(
         })?),
         None => None,
     };
-    let tags = match q.tag.as_deref() {
-        Some(t) => crate::tags::parse_filter(t)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-tag", e.to_string()))?,
-        None => Vec::new(),
-    };
+    let tags = tag_filter(q.tag.as_deref())?;
     let (page, more) = app
         .rt
         .runs_page(q.workflow.as_deref(), status, &tags, after, limit)?;
@@ -246,6 +242,15 @@ pub(crate) struct StartBody {
     #[serde(default)]
     #[schema(schema_with = tags_schema)]
     tags: Option<BTreeMap<String, String>>,
+}
+
+/// The tags a request's filter names (`key:value,...`; none when it names none), refused as
+/// `invalid-tag` when one does not read.
+pub(super) fn tag_filter(text: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
+    text.map_or(Ok(Vec::new()), |t| {
+        crate::tags::parse_filter(t)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-tag", e.to_string()))
+    })
 }
 
 /// The schema of a filter of tags (`key:value,...`), exactly what `tags::parse_filter` takes.

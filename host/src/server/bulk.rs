@@ -45,6 +45,8 @@ pub(crate) struct BulkFilter {
 
 /// A bulk resume: which runs (the members of a bulk cancel's body), and the one request each
 /// is resumed with.
+/// Its filter members are [`BulkFilter`]'s written out again: serde's `flatten` would let
+/// unknown members through (it does not combine with `deny_unknown_fields`).
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BulkResumeBody {
@@ -171,11 +173,7 @@ fn run_filter(
         })?),
         None => None,
     };
-    let tags = match tag {
-        Some(t) => crate::tags::parse_filter(t)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-tag", e.to_string()))?,
-        None => Vec::new(),
-    };
+    let tags = super::api::tag_filter(tag)?;
     Ok(RunFilter {
         workflow: workflow.map(str::to_owned),
         status,

@@ -112,11 +112,7 @@ pub(crate) async fn prune(
         })?),
     };
     filter.workflow = body.workflow;
-    filter.tags = match body.tag.as_deref() {
-        Some(t) => crate::tags::parse_filter(t)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid-tag", e.to_string()))?,
-        None => Vec::new(),
-    };
+    filter.tags = super::api::tag_filter(body.tag.as_deref())?;
     filter.dry_run = body.dry_run;
     Ok(Json(app.rt.prune(&filter).await?.into()))
 }

@@ -97,6 +97,13 @@ pub struct RunSummary {
     pub tags: std::collections::BTreeMap<String, String>,
 }
 
+impl RunSummary {
+    /// Whether the run carries every one of `tags` (key and value).
+    pub fn has_tags(&self, tags: &[(String, String)]) -> bool {
+        tags.iter().all(|(k, v)| self.tags.get(k) == Some(v))
+    }
+}
+
 /// Which runs a page of the listing holds: newest first (creation time, then id, both
 /// descending), those after `after` when given (where the page before ended: its last run's
 /// creation time and id), of workflow `workflow` when given, at most `limit` of them.

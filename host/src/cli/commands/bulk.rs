@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{parse_json, refuse};
+use super::{parse_json, print_json, refuse};
 use crate::cli::{EXIT_OK, EXIT_USAGE, Output};
 use crate::driver::{BulkReport, RunFilter, Runtime};
 use crate::engine::{ResumeRequest, RunStatus};
@@ -144,16 +144,7 @@ pub(crate) async fn exec(rt: &Runtime, cmd: BulkCmd, out: &mut dyn Output) -> i3
 /// Prints `report`: a JSON object, or a line and one line per refused run.
 fn print(out: &mut dyn Output, report: &BulkReport, what: &str, json: bool) -> i32 {
     if json {
-        return match serde_json::to_string(report) {
-            Ok(line) => {
-                out.line(&line);
-                EXIT_OK
-            }
-            Err(e) => {
-                out.err(&format!("error: cannot encode the report: {e}"));
-                EXIT_USAGE
-            }
-        };
+        return print_json(out, report);
     }
     if report.dry_run {
         out.line(&format!(

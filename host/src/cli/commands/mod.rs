@@ -26,7 +26,7 @@ pub(super) mod worker;
 
 use serde_json::Value;
 
-use super::{EXIT_USAGE, Output};
+use super::{EXIT_OK, EXIT_USAGE, Output};
 use crate::driver::RuntimeError;
 use crate::engine::Refusal;
 
@@ -40,6 +40,20 @@ fn refuse(out: &mut dyn Output, e: &RuntimeError) -> i32 {
         }
     }
     EXIT_USAGE
+}
+
+/// Prints `report` as one JSON line (a command's `--json`).
+fn print_json(out: &mut dyn Output, report: &impl serde::Serialize) -> i32 {
+    match serde_json::to_string(report) {
+        Ok(line) => {
+            out.line(&line);
+            EXIT_OK
+        }
+        Err(e) => {
+            out.err(&format!("error: cannot encode the report: {e}"));
+            EXIT_USAGE
+        }
+    }
 }
 
 fn parse_json(text: &str, what: &str) -> Result<Value, String> {

@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::refuse;
-use crate::cli::{EXIT_OK, EXIT_USAGE, Output};
+use super::{print_json, refuse};
+use crate::cli::{EXIT_OK, Output};
 use crate::driver::{PruneFilter, Runtime};
 use crate::engine::RunStatus;
 
@@ -17,7 +17,7 @@ use crate::engine::RunStatus;
 )]
 pub struct PruneArgs {
     /// Delete runs that ended at least this long ago: `30d`, `12h`, `90m`, `1h 30m`.
-    #[arg(long, value_parser = parse_age)]
+    #[arg(long, value_parser = crate::age::parse_age)]
     pub older_than: Duration,
     /// Only runs with this status: success, failed, cancelled or tripwire (a pending, running
     /// or suspended run is never deleted).
@@ -36,11 +36,6 @@ pub struct PruneArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
-}
-
-/// A duration as `--older-than` and `--retention` take it ([`crate::age`]).
-pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
-    crate::age::parse_age(text)
 }
 
 /// An ended status, as `--status` takes it.
@@ -65,16 +60,7 @@ pub(crate) async fn exec(rt: &Runtime, args: PruneArgs, out: &mut dyn Output) ->
     filter.tags = args.tags;
     filter.dry_run = args.dry_run;
     match rt.prune(&filter).await {
-        Ok(report) if args.json => match serde_json::to_string(&report) {
-            Ok(line) => {
-                out.line(&line);
-                EXIT_OK
-            }
-            Err(e) => {
-                out.err(&format!("error: cannot encode the report: {e}"));
-                EXIT_USAGE
-            }
-        },
+        Ok(report) if args.json => print_json(out, &report),
         Ok(report) => {
             if report.dry_run {
                 out.line(&format!(
@@ -113,9 +99,15 @@ mod tests {
 
     #[test]
     fn ages_and_statuses_are_read_or_refused_with_what_to_write() {
-        assert_eq!(parse_age("30d"), Ok(Duration::from_secs(30 * 86_400)));
-        assert_eq!(parse_age("1h 30m"), Ok(Duration::from_secs(5400)));
-        assert!(parse_age("soon").unwrap_err().contains("30d"));
+        assert_eq!(
+            crate::age::parse_age("30d"),
+            Ok(Duration::from_secs(30 * 86_400))
+        );
+        assert_eq!(
+            crate::age::parse_age("1h 30m"),
+            Ok(Duration::from_secs(5400))
+        );
+        assert!(crate::age::parse_age("soon").unwrap_err().contains("30d"));
         assert_eq!(parse_ended("failed"), Ok(RunStatus::Failed));
         assert!(
             parse_ended("suspended")

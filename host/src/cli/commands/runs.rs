@@ -43,8 +43,7 @@ pub(crate) async fn exec(rt: &Runtime, args: RunsArgs, out: &mut dyn Output) -> 
     };
     match rt.runs(workflow.as_deref(), status) {
         Ok(runs) => {
-            let tagged = |r: &crate::RunSummary| tags.iter().all(|(k, v)| r.tags.get(k) == Some(v));
-            for r in runs.iter().filter(|r| tagged(r)) {
+            for r in runs.iter().filter(|r| r.has_tags(&tags)) {
                 let shown: Vec<String> = r.tags.iter().map(|(k, v)| format!("{k}:{v}")).collect();
                 let line = format!(
                     "{}  {:<24} {:<10} {}",

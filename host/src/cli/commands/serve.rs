@@ -57,7 +57,7 @@ pub struct ServeArgs {
     /// Delete ended runs once they ended this long ago (`30d`, `12h`), in the background; a
     /// workflow's own `retention:` applies to its runs instead. Without it, runs are kept
     /// until `weft prune`.
-    #[arg(long, value_name = "DURATION", value_parser = super::prune::parse_age)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::age::parse_age)]
     pub retention: Option<std::time::Duration>,
 }
 

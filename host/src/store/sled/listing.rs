@@ -69,11 +69,7 @@ impl Shared {
                             .is_none_or(|w| w.as_bytes() == workflow.as_slice())
                     {
                         let summary = self.indexed_summary(&prefix, k)?;
-                        let tagged = page
-                            .tags
-                            .iter()
-                            .all(|(k, v)| summary.tags.get(k) == Some(v));
-                        if tagged {
+                        if summary.has_tags(page.tags) {
                             out.push(summary);
                         }
                     }
